@@ -1,0 +1,24 @@
+# The two commands of the README. Everything else is CMake presets (CMakePresets.json).
+JOBS ?= $(shell nproc)
+
+.PHONY: serve test
+
+# Install what is missing, build the release binary, then serve the built-in demo model.
+serve:
+	./scripts/setup
+	cmake --preset release
+	cmake --build --preset release --target tachyon
+	./scripts/serve-demo
+
+# Install what is missing, build, run every test (unit, end-to-end, then the GGUF fuzzer
+# for a bounded time under ASan when clang is present).
+test:
+	./scripts/setup
+	cmake --preset release
+	cmake --build --preset release
+	ctest --preset release --parallel $(JOBS)
+	@if command -v clang++ >/dev/null 2>&1; then \
+	  cmake --preset fuzz && cmake --build --preset fuzz && ctest --preset fuzz; \
+	else \
+	  echo "make test: clang++ not found, skipping the libFuzzer run"; \
+	fi

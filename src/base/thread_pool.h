@@ -1,0 +1,54 @@
+// ThreadPool: a fixed set of worker threads created once and reused for every
+// parallel loop (no thread is created per call).
+//
+// ParallelFor splits [0, n) into contiguous chunks, one per participant (the
+// calling thread is one of them), and returns when every chunk is done. Calls
+// are serialized: one ParallelFor runs at a time.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tachyon {
+
+class ThreadPool {
+ public:
+  // num_threads counts the caller: ThreadPool(1) runs everything inline.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // fn(begin, end, thread_idx) for disjoint ranges covering [0, n).
+  using RangeFn = std::function<void(size_t begin, size_t end, int thread_idx)>;
+  void ParallelFor(size_t n, const RangeFn& fn);
+
+  // Number of physical cores (hyper-threads not counted), at least 1.
+  static int PhysicalCores();
+
+ private:
+  void WorkerLoop(int thread_idx);
+  void RunChunk(int thread_idx);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+
+  std::mutex call_mutex_;  // serializes ParallelFor calls
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  // Guarded by mutex_:
+  uint64_t generation_ = 0;  // bumped once per ParallelFor call
+  int num_pending_ = 0;      // workers that have not finished the current call
+  bool stopping_ = false;
+  size_t n_ = 0;
+  const RangeFn* fn_ = nullptr;
+};
+
+}  // namespace tachyon

@@ -138,12 +138,15 @@ std::string GgufValue::ToDisplayString() const {
           return v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, GgufArray>) {
           if (v.size() > 8 || v.element_type() == GgufValueType::kArray) {
-            return "[" + std::string(GgufValueTypeName(v.element_type())) + " x " +
-                   std::to_string(v.size()) + "]";
+            std::string summary = "[";
+            summary += GgufValueTypeName(v.element_type());
+            summary += " x " + std::to_string(v.size()) + "]";
+            return summary;
           }
           std::string out = "[";
           for (size_t i = 0; i < v.size(); ++i) {
-            out += (i ? ", " : "") + v.at(i).ToDisplayString();
+            if (i > 0) out += ", ";
+            out += v.at(i).ToDisplayString();
           }
           return out + "]";
         } else if constexpr (std::is_floating_point_v<T>) {

@@ -1,0 +1,284 @@
+#include "cli/model_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "base/thread_pool.h"
+#include "cli/format.h"
+#include "gguf/gguf_file.h"
+#include "model/model_gen.h"
+#include "model/model_shape.h"
+#include "model/model_summary.h"
+
+namespace tachyon::cli {
+namespace {
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "tachyon: error: %s\n", status.message().c_str());
+  return 1;
+}
+
+// ---- model gen -------------------------------------------------------------
+
+struct GenFlags {
+  std::string shape;
+  std::string type = "f16";
+  uint64_t seed = 0;
+  std::string vocab;
+  std::string out;
+  int threads = ThreadPool::PhysicalCores();
+  bool list = false;
+};
+
+void PrintShapes() {
+  std::printf("%-12s %-6s %5s %6s %6s %4s %6s %8s  %s\n", "shape", "arch", "dim", "layers",
+              "heads", "kv", "ffn", "context", "mirrors");
+  for (const ModelShape& s : BuiltinModelShapes()) {
+    std::printf("%-12s %-6s %5lld %6lld %6lld %4lld %6lld %8lld  %s\n", s.name.c_str(),
+                s.architecture.c_str(), static_cast<long long>(s.n_embd),
+                static_cast<long long>(s.n_layer), static_cast<long long>(s.n_head),
+                static_cast<long long>(s.n_head_kv), static_cast<long long>(s.n_ff),
+                static_cast<long long>(s.context_length), s.description.c_str());
+  }
+}
+
+int RunGen(const GenFlags& flags) {
+  if (flags.list) {
+    PrintShapes();
+    return 0;
+  }
+  if (flags.shape.empty() || flags.out.empty()) {
+    return Fail(InvalidArgumentError("model gen needs --shape and --out (see --list for shapes)"));
+  }
+  const ModelShape* shape = FindModelShape(flags.shape);
+  if (shape == nullptr) {
+    std::string known;
+    for (const ModelShape& s : BuiltinModelShapes()) known += (known.empty() ? "" : ", ") + s.name;
+    return Fail(InvalidArgumentError("unknown shape '" + flags.shape + "' (known: " + known + ")"));
+  }
+  StatusOr<GgmlType> type = ParseGgmlType(flags.type);
+  if (!type.ok()) return Fail(type.status());
+  if (!IsModelGenType(*type)) {
+    return Fail(InvalidArgumentError("model gen writes f32, f16, bf16, q8_0 or q4_0, not " +
+                                     flags.type));
+  }
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<ModelGenResult> result = GenerateRandomModel({.shape = shape,
+                                                         .type = *type,
+                                                         .seed = flags.seed,
+                                                         .vocab_path = flags.vocab,
+                                                         .out_path = flags.out,
+                                                         .num_threads = flags.threads});
+  if (!result.ok()) return Fail(result.status());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s: shape %s, %s, %s parameters, vocab %lld, %s in %.1f s\n",
+              flags.out.c_str(), shape->name.c_str(), GgmlTypeName(*type),
+              FormatCount(result->num_parameters).c_str(),
+              static_cast<long long>(result->vocab_size), FormatBytes(result->file_bytes).c_str(),
+              seconds);
+  return 0;
+}
+
+// ---- model info ------------------------------------------------------------
+
+struct InfoFlags {
+  std::string path;
+  bool json = false;
+  bool no_tensors = false;
+};
+
+std::string TokenizerKind(const std::string& model) {
+  if (model == "llama") return "llama (SentencePiece)";
+  if (model == "gpt2") return "gpt2 (byte-level BPE)";
+  if (model == "bert") return "bert (WordPiece)";
+  return model;
+}
+
+nlohmann::json ValueToJson(const GgufValue& value) {
+  return std::visit(
+      [](const auto& v) -> nlohmann::json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, GgufArray>) {
+          nlohmann::json out = nlohmann::json::array();
+          for (size_t i = 0; i < v.size(); ++i) out.push_back(ValueToJson(v.at(i)));
+          return out;
+        } else {
+          return v;
+        }
+      },
+      value.variant());
+}
+
+// Arrays longer than this are summarized in `--json` (type and length only).
+constexpr size_t kMaxJsonArray = 64;
+
+nlohmann::json MetadataToJson(const GgufValue& value) {
+  nlohmann::json entry = {{"type", GgufValueTypeName(value.type())}};
+  if (const GgufArray* array = value.AsArray()) {
+    entry["element_type"] = GgufValueTypeName(array->element_type());
+    entry["length"] = array->size();
+    if (array->size() <= kMaxJsonArray) entry["value"] = ValueToJson(value);
+  } else {
+    entry["value"] = ValueToJson(value);
+  }
+  return entry;
+}
+
+void PrintInfoJson(const InfoFlags& flags, const GgufFile& file, const ModelSummary& s) {
+  nlohmann::json out;
+  out["path"] = flags.path;
+  out["gguf_version"] = file.version();
+  out["alignment"] = file.alignment();
+  out["file_bytes"] = file.file_size();
+  out["architecture"] = s.architecture;
+  out["name"] = s.name;
+  if (s.file_type) {
+    out["file_type"] = *s.file_type;
+    out["file_type_name"] = FileTypeName(*s.file_type);
+  }
+  out["parameters"] = s.num_parameters;
+  out["tensor_bytes"] = s.tensor_bytes;
+  auto opt = [&](const char* key, const auto& v) {
+    if (v) out[key] = *v;
+  };
+  opt("context_length", s.context_length);
+  opt("embedding_length", s.embedding_length);
+  opt("block_count", s.block_count);
+  opt("feed_forward_length", s.feed_forward_length);
+  opt("head_count", s.head_count);
+  opt("head_count_kv", s.head_count_kv);
+  opt("rope_dimension_count", s.rope_dimension_count);
+  opt("rope_freq_base", s.rope_freq_base);
+  opt("rms_norm_eps", s.rms_norm_eps);
+  out["tokenizer"] = {{"model", s.tokenizer_model}, {"pre", s.tokenizer_pre},
+                      {"vocab_size", s.vocab_size}};
+  out["tensors_by_type"] = s.tensors_by_type;
+  nlohmann::json metadata = nlohmann::json::object();
+  for (const GgufKeyValue& kv : file.metadata()) metadata[kv.key] = MetadataToJson(kv.value);
+  out["metadata"] = metadata;
+  if (!flags.no_tensors) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const GgufTensorInfo& t : file.tensors()) {
+      tensors.push_back({{"name", t.name},
+                         {"type", GgmlTypeName(t.type)},
+                         {"shape", t.shape},
+                         {"elements", t.num_elements()},
+                         {"bytes", t.num_bytes},
+                         {"offset", file.data_offset() + t.offset}});
+    }
+    out["tensors"] = tensors;
+  }
+  // Strings in a GGUF need not be valid UTF-8; replace bad bytes rather than fail.
+  std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void PrintInfoText(const InfoFlags& flags, const GgufFile& file, const ModelSummary& s) {
+  auto row = [](const char* label, const std::string& value) {
+    std::printf("%-16s %s\n", label, value.c_str());
+  };
+  auto num = [](const std::optional<uint64_t>& v) { return v ? std::to_string(*v) : "-"; };
+  row("file:", flags.path + " (GGUF v" + std::to_string(file.version()) + ", " +
+                   FormatBytes(file.file_size()) + ", alignment " +
+                   std::to_string(file.alignment()) + ")");
+  row("architecture:", s.architecture.empty() ? "-" : s.architecture);
+  if (!s.name.empty()) row("name:", s.name);
+  if (s.file_type) {
+    std::string name = FileTypeName(*s.file_type);
+    row("file type:", (name.empty() ? "unknown" : name) + " (" + std::to_string(*s.file_type) + ")");
+  }
+  row("parameters:", FormatCount(s.num_parameters) + " (" + std::to_string(s.num_parameters) + ")");
+  row("context length:", num(s.context_length));
+  row("embedding:", num(s.embedding_length));
+  row("layers:", num(s.block_count));
+  std::string heads = num(s.head_count);
+  if (s.head_count_kv) heads += " (" + std::to_string(*s.head_count_kv) + " KV)";
+  if (s.embedding_length && s.head_count && *s.head_count > 0) {
+    heads += ", head dim " + std::to_string(s.rope_dimension_count.value_or(
+                                 *s.embedding_length / *s.head_count));
+  }
+  row("heads:", heads);
+  row("feed-forward:", num(s.feed_forward_length));
+  if (s.rope_freq_base) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", *s.rope_freq_base);
+    row("rope base:", buf);
+  }
+  std::string tokenizer = s.tokenizer_model.empty()
+                              ? "-"
+                              : TokenizerKind(s.tokenizer_model) + ", " +
+                                    std::to_string(s.vocab_size) + " tokens";
+  if (!s.tokenizer_pre.empty()) tokenizer += ", pre-tokenizer " + s.tokenizer_pre;
+  row("tokenizer:", tokenizer);
+  std::string by_type;
+  for (const auto& [type, count] : s.tensors_by_type) {
+    by_type += (by_type.empty() ? "" : ", ") + type + " x" + std::to_string(count);
+  }
+  row("tensors:", std::to_string(file.tensors().size()) + " (" + FormatBytes(s.tensor_bytes) +
+                      (by_type.empty() ? "" : "; " + by_type) + ")");
+
+  std::printf("\nmetadata (%zu keys):\n", file.metadata().size());
+  for (const GgufKeyValue& kv : file.metadata()) {
+    std::string type = GgufValueTypeName(kv.value.type());
+    if (const GgufArray* a = kv.value.AsArray()) {
+      type += "<" + std::string(GgufValueTypeName(a->element_type())) + ">";
+    }
+    std::printf("  %-44s %-15s %s\n", kv.key.c_str(), type.c_str(),
+                kv.value.ToDisplayString().c_str());
+  }
+  if (flags.no_tensors || file.tensors().empty()) return;
+  std::printf("\n  %-40s %-7s %-22s %12s\n", "tensor", "type", "shape", "bytes");
+  for (const GgufTensorInfo& t : file.tensors()) {
+    std::printf("  %-40s %-7s %-22s %12s\n", t.name.c_str(), GgmlTypeName(t.type),
+                t.ShapeString().c_str(), FormatBytes(t.num_bytes).c_str());
+  }
+}
+
+int RunInfo(const InfoFlags& flags) {
+  StatusOr<GgufFile> file = GgufFile::Open(flags.path);
+  if (!file.ok()) return Fail(file.status());
+  ModelSummary summary = SummarizeModel(*file);
+  if (flags.json) {
+    PrintInfoJson(flags, *file, summary);
+  } else {
+    PrintInfoText(flags, *file, summary);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddModelCommand(CLI::App& app, int* exit_code) {
+  CLI::App* model = app.add_subcommand("model", "Make and inspect GGUF model files");
+  model->require_subcommand(1);
+
+  auto gen_flags = std::make_shared<GenFlags>();
+  CLI::App* gen = model->add_subcommand(
+      "gen",
+      "Write a random-weight model of a real shape (N(0, 0.02^2) weights, norms 1), "
+      "e.g. tachyon model gen --shape llama-1b --type q4_0 --out /tmp/m.gguf");
+  gen->add_option("--shape", gen_flags->shape, "Model shape (see --list)");
+  gen->add_option("--type", gen_flags->type,
+                  "Weight type of the matrices: f32, f16, bf16, q8_0, q4_0 (norms stay f32)")
+      ->capture_default_str();
+  gen->add_option("--seed", gen_flags->seed, "Seed; the same seed writes a byte-identical file")
+      ->capture_default_str();
+  gen->add_option("--vocab", gen_flags->vocab,
+                  "GGUF file (vocab-only or a model) whose tokenizer to copy; the vocabulary "
+                  "size follows it. Default: a built-in byte-level vocabulary (258 tokens)");
+  gen->add_option("--out", gen_flags->out, "Output GGUF path");
+  gen->add_option("--threads", gen_flags->threads, "Worker threads")->capture_default_str();
+  gen->add_flag("--list", gen_flags->list, "List the shapes and exit");
+  gen->callback([gen_flags, exit_code] { *exit_code = RunGen(*gen_flags); });
+
+  auto info_flags = std::make_shared<InfoFlags>();
+  CLI::App* info = model->add_subcommand(
+      "info", "Print a GGUF file's architecture, parameter count, tokenizer, metadata and tensors");
+  info->add_option("file", info_flags->path, "GGUF file")->required();
+  info->add_flag("--json", info_flags->json, "Print JSON for scripts");
+  info->add_flag("--no-tensors", info_flags->no_tensors, "Leave out the tensor table");
+  info->callback([info_flags, exit_code] { *exit_code = RunInfo(*info_flags); });
+}
+
+}  // namespace tachyon::cli

@@ -1,0 +1,56 @@
+#include "model/model_shape.h"
+
+namespace tachyon {
+
+int64_t ModelShape::NumParameters(int64_t vocab_size) const {
+  int64_t kv_dim = n_head_kv * head_dim();
+  int64_t q_dim = n_head * head_dim();
+  int64_t per_layer = 2 * n_embd                        // attention and FFN norms
+                      + n_embd * q_dim + 2 * n_embd * kv_dim + q_dim * n_embd  // Q, K, V, O
+                      + 3 * n_embd * n_ff;                 // gate, up, down
+  if (qkv_bias) per_layer += q_dim + 2 * kv_dim;
+  int64_t total = n_layer * per_layer + n_embd /* output norm */ + vocab_size * n_embd;
+  if (!tied_embeddings) total += vocab_size * n_embd;
+  if (rope_scaling.factor > 0) total += head_dim() / 2;  // rope_freqs
+  return total;
+}
+
+const std::vector<ModelShape>& BuiltinModelShapes() {
+  // Hyper-parameters from each model's published config.json.
+  static const std::vector<ModelShape> shapes = {
+      {.name = "tiny",
+       .description = "the llama-tiny test shape (a few MB; for unit tests)",
+       .architecture = "llama", .n_embd = 256, .n_layer = 4, .n_head = 8, .n_head_kv = 2,
+       .n_ff = 704, .context_length = 2048},
+      {.name = "stories15m",
+       .description = "karpathy's TinyStories 15M (llama2.c)",
+       .architecture = "llama", .n_embd = 288, .n_layer = 6, .n_head = 6, .n_head_kv = 6,
+       .n_ff = 768, .context_length = 256, .tied_embeddings = true},
+      {.name = "smol-135m",
+       .description = "SmolLM-135M",
+       .architecture = "llama", .n_embd = 576, .n_layer = 30, .n_head = 9, .n_head_kv = 3,
+       .n_ff = 1536, .context_length = 2048, .tied_embeddings = true},
+      {.name = "llama-1b",
+       .description = "Llama-3.2-1B (rope theta 500000, Llama 3 rope scaling x32)",
+       .architecture = "llama", .n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
+       .n_ff = 8192, .context_length = 131072, .rope_theta = 500000.0f,
+       .tied_embeddings = true,
+       .rope_scaling = {.factor = 32, .low_freq_factor = 1, .high_freq_factor = 4,
+                        .original_context_length = 8192}},
+      {.name = "qwen2-0.5b",
+       .description = "Qwen2-0.5B (Q/K/V bias, NeoX rope, theta 1000000)",
+       .architecture = "qwen2", .n_embd = 896, .n_layer = 24, .n_head = 14, .n_head_kv = 2,
+       .n_ff = 4864, .context_length = 32768, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
+       .tied_embeddings = true, .qkv_bias = true},
+  };
+  return shapes;
+}
+
+const ModelShape* FindModelShape(const std::string& name) {
+  for (const ModelShape& shape : BuiltinModelShapes()) {
+    if (shape.name == name) return &shape;
+  }
+  return nullptr;
+}
+
+}  // namespace tachyon

@@ -1,0 +1,134 @@
+// The real binary: `tachyon --help/--version`, `model gen`, `model info`.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+
+namespace tachyon::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SharedDir() {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  return env != nullptr ? env : TACHYON_SHARED_DIR;
+}
+
+std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+TEST(CliTest, VersionAndHelp) {
+  CommandResult version = RunTachyon("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "tachyon 0.1.0\n");
+  CommandResult help = RunTachyon("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("model"), std::string::npos);
+  CommandResult gen_help = RunTachyon("model gen --help");
+  EXPECT_EQ(gen_help.exit_code, 0);
+  EXPECT_NE(gen_help.out.find("--shape"), std::string::npos);
+  EXPECT_NE(gen_help.out.find("--vocab"), std::string::npos);
+  CommandResult none = RunTachyon("");
+  EXPECT_NE(none.exit_code, 0) << "a subcommand is required";
+}
+
+TEST(CliTest, GenListNamesEveryShape) {
+  CommandResult list = RunTachyon("model gen --list");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  for (const char* shape : {"tiny", "stories15m", "smol-135m", "llama-1b", "qwen2-0.5b"}) {
+    EXPECT_NE(list.out.find(shape), std::string::npos) << shape;
+  }
+}
+
+TEST(CliTest, GenThenInfoJson) {
+  std::string path = TempPath("e2e_tiny_q4_0.gguf");
+  CommandResult gen = RunTachyon("model gen --shape tiny --type q4_0 --seed 5 --out " + path);
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  EXPECT_NE(gen.out.find("wrote " + path), std::string::npos);
+
+  CommandResult info = RunTachyon("model info --json " + path);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  nlohmann::json j = nlohmann::json::parse(info.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["parameters"], 2952448);
+  EXPECT_EQ(j["context_length"], 2048);
+  EXPECT_EQ(j["embedding_length"], 256);
+  EXPECT_EQ(j["block_count"], 4);
+  EXPECT_EQ(j["head_count_kv"], 2);
+  EXPECT_EQ(j["file_type_name"], "Q4_0");
+  EXPECT_EQ(j["tokenizer"]["model"], "gpt2");
+  EXPECT_EQ(j["tokenizer"]["vocab_size"], 258);
+  EXPECT_EQ(j["tensors_by_type"]["Q4_0"], 30);
+  EXPECT_EQ(j["tensors_by_type"]["F32"], 9);
+  ASSERT_EQ(j["tensors"].size(), 39u);
+  EXPECT_EQ(j["tensors"][0]["name"], "token_embd.weight");
+  EXPECT_EQ(j["tensors"][0]["shape"], nlohmann::json({256, 258}));
+  EXPECT_EQ(j["tensors"][0]["bytes"], 256 / 32 * 18 * 258);
+  EXPECT_EQ(j["metadata"]["tokenizer.ggml.tokens"]["length"], 258);
+  EXPECT_FALSE(j["metadata"]["tokenizer.ggml.tokens"].contains("value")) << "long arrays summarized";
+  EXPECT_EQ(j["metadata"]["llama.block_count"]["value"], 4);
+
+  CommandResult text = RunTachyon("model info " + path);
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("parameters:      3.0 M (2952448)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("blk.3.ffn_down.weight"), std::string::npos);
+  fs::remove(path);
+}
+
+TEST(CliTest, GenWithVocabFile) {
+  std::string vocab = SharedDir() + "/fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  if (!fs::exists(vocab)) GTEST_SKIP() << vocab << " is absent (needs ../shared)";
+  std::string path = TempPath("e2e_stories_q8_0.gguf");
+  CommandResult gen =
+      RunTachyon("model gen --shape stories15m --type q8_0 --vocab " + vocab + " --out " + path);
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  nlohmann::json j = nlohmann::json::parse(RunTachyon("model info --json --no-tensors " + path).out);
+  EXPECT_EQ(j["tokenizer"]["model"], "llama");
+  EXPECT_EQ(j["tokenizer"]["vocab_size"], 32000);
+  EXPECT_FALSE(j.contains("tensors"));
+  // stories15M: 6 layers of dim 288, tied 32000 x 288 embedding.
+  EXPECT_EQ(j["parameters"], 6 * (2 * 288 + 4 * 288 * 288 + 3 * 288 * 768) + 288 + 32000 * 288);
+  fs::remove(path);
+}
+
+TEST(CliTest, InfoOnEveryFixture) {
+  std::string dir = SharedDir() + "/fixtures";
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
+  int num_files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".gguf") continue;
+    CommandResult info = RunTachyon("model info --json " + entry.path().string());
+    ASSERT_EQ(info.exit_code, 0) << entry.path() << ": " << info.err;
+    EXPECT_TRUE(nlohmann::json::accept(info.out)) << entry.path();
+    ++num_files;
+  }
+  EXPECT_GE(num_files, 16);
+}
+
+TEST(CliTest, ErrorsAreClearAndExitNonZero) {
+  CommandResult shape = RunTachyon("model gen --shape llama-70b --out /tmp/x.gguf");
+  EXPECT_EQ(shape.exit_code, 1);
+  EXPECT_NE(shape.err.find("unknown shape 'llama-70b'"), std::string::npos) << shape.err;
+  CommandResult type = RunTachyon("model gen --shape tiny --type q5_k --out /tmp/x.gguf");
+  EXPECT_EQ(type.exit_code, 1);
+  EXPECT_NE(type.err.find("not q5_k"), std::string::npos) << type.err;
+  CommandResult missing = RunTachyon("model gen --shape tiny");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("--out"), std::string::npos);
+
+  std::string corrupt = TempPath("e2e_corrupt.gguf");
+  std::ofstream(corrupt, std::ios::binary) << "GGUF\x03\x00\x00\x00garbage";
+  CommandResult info = RunTachyon("model info " + corrupt);
+  EXPECT_EQ(info.exit_code, 1);
+  EXPECT_NE(info.err.find("tachyon: error: " + corrupt + ": file is truncated"), std::string::npos)
+      << info.err;
+  CommandResult absent = RunTachyon("model info /nonexistent.gguf");
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_NE(absent.err.find("No such file"), std::string::npos) << absent.err;
+  fs::remove(corrupt);
+}
+
+}  // namespace
+}  // namespace tachyon::e2e

@@ -1,0 +1,89 @@
+#include "tokenizer/spm_encoder.h"
+
+#include <cstdio>
+#include <queue>
+
+#include "tokenizer/unicode.h"
+
+namespace tachyon {
+
+SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+    byte_tokens_[b] = vocab.Find(hex);
+    if (!byte_tokens_[b]) byte_tokens_[b] = vocab.Find(std::string(1, static_cast<char>(b)));
+  }
+}
+
+namespace {
+
+struct Symbol {
+  size_t begin;  // byte offset in the text
+  size_t size;   // bytes; 0 once merged into its left neighbour
+  int prev, next;
+};
+
+struct Bigram {
+  float score;
+  int left, right;
+  size_t size;  // bytes of the merged text, to spot pairs made stale by other merges
+  bool operator<(const Bigram& other) const {
+    // priority_queue pops the largest: highest score, then leftmost.
+    return score < other.score || (score == other.score && left > other.left);
+  }
+};
+
+}  // namespace
+
+void SpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  std::vector<Symbol> symbols;
+  for (size_t offset = 0; offset < text.size();) {
+    size_t size = std::min<size_t>(Utf8SequenceLength(static_cast<uint8_t>(text[offset])),
+                                   text.size() - offset);
+    int index = static_cast<int>(symbols.size());
+    symbols.push_back({offset, size, index - 1, offset + size < text.size() ? index + 1 : -1});
+    offset += size;
+  }
+  std::priority_queue<Bigram> queue;
+  auto try_add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    std::string_view merged = text.substr(symbols[left].begin, symbols[left].size + symbols[right].size);
+    std::optional<TokenId> id = vocab_.Find(merged);
+    if (!id) return;
+    queue.push({vocab_.token(*id).score, left, right, merged.size()});
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+
+  while (!queue.empty()) {
+    Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[bigram.left];
+    Symbol& right = symbols[bigram.right];
+    if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
+    left.size += right.size;
+    right.size = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    try_add(left.prev, bigram.left);
+    try_add(bigram.left, left.next);
+  }
+
+  for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
+    std::string_view piece = text.substr(symbols[i].begin, symbols[i].size);
+    if (std::optional<TokenId> id = vocab_.Find(piece)) {
+      out->push_back(*id);
+      continue;
+    }
+    for (char c : piece) {  // byte fallback
+      std::optional<TokenId> byte = byte_tokens_[static_cast<uint8_t>(c)];
+      if (byte) {
+        out->push_back(*byte);
+      } else if (vocab_.unk()) {
+        out->push_back(*vocab_.unk());
+      }
+    }
+  }
+}
+
+}  // namespace tachyon

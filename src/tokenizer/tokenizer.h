@@ -1,0 +1,77 @@
+// Tokenizer: text <-> token ids with a model's own vocabulary, matching the
+// reference implementations token for token.
+//
+//   ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(file));
+//   std::vector<TokenId> ids = tok->Encode("Hello", {.add_special = true});
+//   std::string text = tok->Decode(ids);
+//
+// Encode first splits the text around special tokens: user-defined tokens
+// always, control tokens only with parse_special (as llama.cpp does); the text
+// between them goes to the vocabulary's encoder (SPM, BPE or WPM).
+// A Tokenizer is immutable after construction and safe to share between threads.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "tokenizer/vocab.h"
+
+namespace tachyon {
+
+class SpmEncoder;
+class BpeEncoder;
+class WpmEncoder;
+
+struct EncodeOptions {
+  bool add_special = true;     // BOS/EOS (CLS/SEP for WordPiece) as the vocabulary asks
+  bool parse_special = false;  // match control tokens such as <|eot_id|> in the text
+};
+
+struct DecodeOptions {
+  bool special = false;  // render control tokens' text (otherwise they decode to "")
+  // SentencePiece adds a space before the text; drop it from the first piece.
+  bool strip_leading_space = true;
+};
+
+class Tokenizer {
+ public:
+  static StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& file);
+  static StatusOr<std::unique_ptr<Tokenizer>> FromVocab(Vocab vocab);
+  ~Tokenizer();
+
+  const Vocab& vocab() const { return vocab_; }
+
+  std::vector<TokenId> Encode(std::string_view text, EncodeOptions options = {}) const;
+
+  // The bytes one token contributes to decoded text (may be part of a UTF-8
+  // character: byte tokens and byte-level BPE pieces split characters).
+  std::string TokenToPiece(TokenId id, bool special = false) const;
+  std::string Decode(std::span<const TokenId> ids, DecodeOptions options = {}) const;
+
+  // Whether Decode(Encode(x)) == x for every valid UTF-8 x without special
+  // tokens: byte-level BPE and SentencePiece with byte fallback (not WordPiece,
+  // which lower-cases and normalizes).
+  bool IsLossless() const;
+
+ private:
+  explicit Tokenizer(Vocab vocab);
+
+  struct Fragment {
+    bool is_token;
+    TokenId token;
+    size_t begin, end;  // raw text bytes when !is_token
+  };
+  std::vector<Fragment> Partition(std::string_view text, bool parse_special) const;
+
+  Vocab vocab_;
+  std::unique_ptr<SpmEncoder> spm_;
+  std::unique_ptr<BpeEncoder> bpe_;
+  std::unique_ptr<WpmEncoder> wpm_;
+};
+
+}  // namespace tachyon

@@ -1,0 +1,203 @@
+#include "tokenizer/vocab.h"
+
+#include <algorithm>
+
+namespace tachyon {
+namespace {
+
+// Ids stored as 0xFFFFFFFF (or -1) mean "none".
+constexpr uint64_t kNoToken32 = 0xFFFFFFFFull;
+
+}  // namespace
+
+std::optional<TokenId> Vocab::Find(std::string_view text) const {
+  auto it = text_to_id_.find(text);
+  if (it == text_to_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+int32_t Vocab::MergeRank(std::string_view left, std::string_view right) const {
+  std::string key;
+  key.reserve(left.size() + 1 + right.size());
+  key.append(left).append(1, ' ').append(right);
+  auto it = merge_ranks_.find(key);
+  return it == merge_ranks_.end() ? -1 : it->second;
+}
+
+bool Vocab::IsEndOfGeneration(TokenId id) const {
+  return std::find(eog_.begin(), eog_.end(), id) != eog_.end();
+}
+
+Status Vocab::ReadSpecialIds(const GgufFile& file) {
+  struct Key {
+    const char* name;
+    std::optional<TokenId>* field;
+  };
+  for (Key key : {Key{"tokenizer.ggml.bos_token_id", &bos_}, Key{"tokenizer.ggml.eos_token_id", &eos_},
+                  Key{"tokenizer.ggml.eot_token_id", &eot_},
+                  Key{"tokenizer.ggml.unknown_token_id", &unk_},
+                  Key{"tokenizer.ggml.seperator_token_id", &sep_},
+                  Key{"tokenizer.ggml.padding_token_id", &pad_},
+                  Key{"tokenizer.ggml.cls_token_id", &cls_},
+                  Key{"tokenizer.ggml.mask_token_id", &mask_}}) {
+    const GgufValue* value = file.Find(key.name);
+    if (value == nullptr) continue;
+    std::optional<int64_t> id = value->AsInt();
+    if (!id) {
+      return InvalidArgumentError(std::string(key.name) + " is a " +
+                                  GgufValueTypeName(value->type()) + ", expected an integer id");
+    }
+    if (*id == -1 || static_cast<uint64_t>(*id) == kNoToken32) {
+      *key.field = std::nullopt;
+      continue;
+    }
+    if (*id < 0 || *id >= size()) {
+      return InvalidArgumentError(std::string(key.name) + " = " + std::to_string(*id) +
+                                  " is outside the vocabulary of " + std::to_string(size()) +
+                                  " tokens");
+    }
+    *key.field = TokenId(static_cast<int32_t>(*id));
+  }
+  auto read_bool = [&](const char* name, bool* field) -> Status {
+    const GgufValue* value = file.Find(name);
+    if (value == nullptr) return Status::Ok();
+    std::optional<bool> b = value->AsBool();
+    if (!b) return InvalidArgumentError(std::string(name) + " must be a bool");
+    *field = *b;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(read_bool("tokenizer.ggml.add_bos_token", &add_bos_));
+  RETURN_IF_ERROR(read_bool("tokenizer.ggml.add_eos_token", &add_eos_));
+  RETURN_IF_ERROR(read_bool("tokenizer.ggml.add_space_prefix", &add_space_prefix_));
+  return Status::Ok();
+}
+
+StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
+  Vocab v;
+  StatusOr<std::string> model = file.GetString("tokenizer.ggml.model");
+  if (!model.ok()) return model.status().WithContext("no tokenizer in this file");
+  v.model_name_ = *model;
+  if (*model == "llama") {
+    v.kind_ = VocabKind::kSpm;
+  } else if (*model == "gpt2") {
+    v.kind_ = VocabKind::kBpe;
+  } else if (*model == "bert") {
+    v.kind_ = VocabKind::kWpm;
+  } else {
+    return UnimplementedError("tokenizer.ggml.model '" + *model +
+                              "' is not supported (llama, gpt2 and bert are)");
+  }
+  if (auto pre = file.GetString("tokenizer.ggml.pre"); pre.ok()) v.pre_ = *pre;
+
+  ASSIGN_OR_RETURN(const GgufArray* tokens, file.GetArray("tokenizer.ggml.tokens"));
+  const std::vector<std::string>* texts = tokens->get<std::string>();
+  if (texts == nullptr || texts->empty()) {
+    return InvalidArgumentError("tokenizer.ggml.tokens must be a non-empty array of strings");
+  }
+  if (texts->size() > static_cast<size_t>(INT32_MAX)) {
+    return InvalidArgumentError("tokenizer.ggml.tokens has more than 2^31 entries");
+  }
+  const size_t n = texts->size();
+  const std::vector<float>* scores = nullptr;
+  if (const GgufValue* s = file.Find("tokenizer.ggml.scores")) {
+    scores = s->AsArray() ? s->AsArray()->get<float>() : nullptr;
+    if (scores == nullptr || scores->size() != n) {
+      return InvalidArgumentError("tokenizer.ggml.scores must be " + std::to_string(n) +
+                                  " float32 values, one per token");
+    }
+  }
+  const std::vector<int32_t>* types = nullptr;
+  if (const GgufValue* t = file.Find("tokenizer.ggml.token_type")) {
+    types = t->AsArray() ? t->AsArray()->get<int32_t>() : nullptr;
+    if (types == nullptr || types->size() != n) {
+      return InvalidArgumentError("tokenizer.ggml.token_type must be " + std::to_string(n) +
+                                  " int32 values, one per token");
+    }
+  }
+  v.tokens_.resize(n);
+  v.text_to_id_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    TokenData& t = v.tokens_[i];
+    t.text = (*texts)[i];
+    if (scores) t.score = (*scores)[i];
+    if (types) {
+      int32_t type = (*types)[i];
+      t.type = type >= 0 && type <= 6 ? static_cast<TokenType>(type) : TokenType::kNormal;
+    }
+    v.text_to_id_[t.text] = TokenId(static_cast<int32_t>(i));
+    v.max_token_bytes_ = std::max(v.max_token_bytes_, t.text.size());
+  }
+
+  // Defaults by tokenizer kind, then what the file says.
+  switch (v.kind_) {
+    case VocabKind::kSpm:
+      v.bos_ = TokenId(1);
+      v.eos_ = TokenId(2);
+      v.unk_ = TokenId(0);
+      v.add_bos_ = true;
+      v.add_space_prefix_ = true;
+      break;
+    case VocabKind::kBpe:
+      v.bos_ = TokenId(11);
+      v.eos_ = TokenId(11);
+      break;
+    case VocabKind::kWpm:
+      v.bos_ = v.cls_ = TokenId(101);
+      v.eos_ = v.sep_ = TokenId(102);
+      v.unk_ = TokenId(100);
+      v.pad_ = TokenId(0);
+      v.mask_ = TokenId(103);
+      v.add_bos_ = true;
+      v.add_eos_ = true;
+      break;
+  }
+  for (std::optional<TokenId>* id : {&v.bos_, &v.eos_, &v.unk_, &v.sep_, &v.cls_, &v.pad_, &v.mask_}) {
+    if (*id && !v.IsValid(**id)) *id = std::nullopt;  // a default the vocabulary is too small for
+  }
+  RETURN_IF_ERROR(v.ReadSpecialIds(file));
+
+  if (v.kind_ == VocabKind::kBpe) {
+    ASSIGN_OR_RETURN(const GgufArray* merges, file.GetArray("tokenizer.ggml.merges"));
+    const std::vector<std::string>* lines = merges->get<std::string>();
+    if (lines == nullptr) return InvalidArgumentError("tokenizer.ggml.merges must be strings");
+    v.merges_.reserve(lines->size());
+    v.merge_ranks_.reserve(lines->size());
+    for (size_t rank = 0; rank < lines->size(); ++rank) {
+      const std::string& line = (*lines)[rank];
+      size_t space = line.find(' ', 1);
+      if (space == std::string::npos) {
+        return InvalidArgumentError("tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" +
+                                    line + "' is not two pieces separated by a space");
+      }
+      v.merges_.emplace_back(line.substr(0, space), line.substr(space + 1));
+      v.merge_ranks_.emplace(line, static_cast<int32_t>(rank));  // the first rank of a duplicate wins
+    }
+  }
+
+  // Special tokens matched in raw text, longest first (ties in id order).
+  for (int32_t i = 0; i < v.size(); ++i) {
+    TokenType type = v.tokens_[i].type;
+    if ((type == TokenType::kControl || type == TokenType::kUserDefined ||
+         type == TokenType::kUnknown) && !v.tokens_[i].text.empty()) {
+      v.special_tokens_.push_back(TokenId(i));
+    }
+  }
+  std::stable_sort(v.special_tokens_.begin(), v.special_tokens_.end(), [&](TokenId a, TokenId b) {
+    return v.token(a).text.size() > v.token(b).text.size();
+  });
+
+  // End of generation: eos, eot, and control tokens that mark the end of a turn.
+  for (std::optional<TokenId> id : {v.eos_, v.eot_}) {
+    if (id) v.eog_.push_back(*id);
+  }
+  for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                           "<|eom_id|>", "<EOT>", "<｜end▁of▁sentence｜>", "</s>"}) {
+    std::optional<TokenId> id = v.Find(text);
+    if (id && v.token(*id).type == TokenType::kControl && !v.IsEndOfGeneration(*id)) {
+      v.eog_.push_back(*id);
+    }
+  }
+  return v;
+}
+
+}  // namespace tachyon

@@ -1,0 +1,105 @@
+#include "tokenizer/wpm_encoder.h"
+
+#include <utf8proc.h>
+
+#include "tokenizer/unicode.h"
+
+namespace tachyon {
+namespace {
+
+bool IsWhitespace(uint32_t cp) {
+  if (cp == '\t' || cp == '\n' || cp == '\v' || cp == '\f' || cp == '\r' || cp == 0x85) return true;
+  utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return c == UTF8PROC_CATEGORY_ZS || c == UTF8PROC_CATEGORY_ZL || c == UTF8PROC_CATEGORY_ZP;
+}
+
+bool IsControl(uint32_t cp) {
+  utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CO ||
+         c == UTF8PROC_CATEGORY_CS || c == UTF8PROC_CATEGORY_CN;
+}
+
+bool IsPunctuation(uint32_t cp) {
+  utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+bool IsSymbol(uint32_t cp) {
+  utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return c >= UTF8PROC_CATEGORY_SM && c <= UTF8PROC_CATEGORY_SO;
+}
+
+// CJK ideograph blocks, as BERT's BasicTokenizer defines them.
+bool IsChineseChar(uint32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+         (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+         (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+std::vector<uint32_t> NfdCodePoints(std::string_view text) {
+  std::string valid = SanitizeUtf8(text);
+  utf8proc_uint8_t* nfd = nullptr;
+  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
+                                    static_cast<utf8proc_ssize_t>(valid.size()), &nfd,
+                                    static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_STABLE));
+  std::vector<uint32_t> cps;
+  std::string_view decomposed = n >= 0 ? std::string_view(reinterpret_cast<char*>(nfd), n)
+                                       : std::string_view(valid);
+  for (size_t offset = 0; offset < decomposed.size();) cps.push_back(DecodeUtf8(decomposed, &offset));
+  std::free(nfd);
+  return cps;
+}
+
+}  // namespace
+
+std::vector<std::string> WpmEncoder::SplitWords(std::string_view text) {
+  std::vector<std::string> words(1);
+  for (uint32_t cp : NfdCodePoints(text)) {
+    if (IsWhitespace(cp)) {
+      if (!words.back().empty()) words.emplace_back();
+      continue;
+    }
+    if (cp == 0 || cp == kReplacementChar || IsControl(cp)) continue;
+    // Accents are stripped (after NFD they are separate nonspacing marks), as
+    // uncased BERT tokenizers do.
+    if (utf8proc_category(static_cast<utf8proc_int32_t>(cp)) == UTF8PROC_CATEGORY_MN) continue;
+    std::string lower;
+    AppendUtf8(static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))), &lower);
+    if (IsPunctuation(cp) || (cp < 0x7F && IsSymbol(cp)) || IsChineseChar(cp)) {
+      if (!words.back().empty()) words.emplace_back();
+      words.back() = lower;
+      words.emplace_back();
+    } else {
+      words.back() += lower;
+    }
+  }
+  if (words.back().empty()) words.pop_back();
+  return words;
+}
+
+void WpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  const size_t max_len = vocab_.max_token_bytes();
+  for (const std::string& word : SplitWords(text)) {
+    const std::string marked = "\xe2\x96\x81" + word;  // U+2581 marks the word start
+    const size_t start_size = out->size();
+    for (size_t i = 0; i < marked.size();) {
+      size_t matched = 0;
+      for (size_t j = std::min(marked.size(), i + max_len); j > i; --j) {
+        if (std::optional<TokenId> id = vocab_.Find(std::string_view(marked).substr(i, j - i))) {
+          out->push_back(*id);
+          matched = j - i;
+          break;
+        }
+      }
+      if (matched == 0) {
+        out->resize(start_size);  // one unmatched position: the whole word is unknown
+        break;
+      }
+      i += matched;
+    }
+    if (out->size() == start_size && vocab_.unk()) out->push_back(*vocab_.unk());
+  }
+}
+
+}  // namespace tachyon

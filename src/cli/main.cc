@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/model_command.h"
+#include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   tachyon::cli::AddModelCommand(app, &exit_code);
+  tachyon::cli::AddTokenizeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -9,6 +9,7 @@
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
 #include "kernels/ref/quantize.h"
+#include "tokenizer/unicode.h"
 
 namespace tachyon {
 namespace {
@@ -119,25 +120,6 @@ void SetArchitectureMetadata(const ModelShape& shape, GgmlType type, int64_t voc
   writer->SetMetadata(a + ".rope.dimension_count", u32(shape.head_dim()));
 }
 
-std::string ByteToGpt2Unicode(int byte) {
-  // GPT-2 spells printable bytes as themselves and shifts the rest to U+0100 and up.
-  auto printable = [](int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; };
-  int code_point = byte;
-  if (!printable(byte)) {
-    int shifted = 0;
-    for (int b = 0; b < byte; ++b) shifted += printable(b) ? 0 : 1;
-    code_point = 256 + shifted;
-  }
-  std::string out;
-  if (code_point < 0x80) {
-    out += static_cast<char>(code_point);
-  } else {
-    out += static_cast<char>(0xc0 | (code_point >> 6));
-    out += static_cast<char>(0x80 | (code_point & 0x3f));
-  }
-  return out;
-}
-
 // Generates `plan` rows [row_begin, row_end) into `out` (row_bytes each).
 void GenerateRows(const TensorPlan& plan, const ModelShape& shape, uint64_t tensor_seed,
                   int64_t row_begin, int64_t row_end, uint8_t* out, ThreadPool& pool) {
@@ -192,7 +174,7 @@ std::vector<GgufKeyValue> BuiltinByteVocab() {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   for (int b = 0; b < 256; ++b) {
-    tokens.push_back(ByteToGpt2Unicode(b));
+    tokens.push_back(ByteToUnicode(static_cast<uint8_t>(b)));
     types.push_back(1);  // NORMAL
   }
   tokens.push_back("<s>");

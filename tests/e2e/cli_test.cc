@@ -130,5 +130,61 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   fs::remove(corrupt);
 }
 
+TEST(CliTest, TokenizeEncodesDecodesAndReadsJsonl) {
+  std::string vocab = SharedDir() + "/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf";
+  if (!fs::exists(vocab)) GTEST_SKIP() << vocab << " is absent (needs ../shared)";
+  CommandResult ids = RunTachyon("tokenize --model " + vocab + " --ids 'Hello world'");
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  EXPECT_EQ(ids.out, "128000 9906 1917\n");
+  CommandResult no_bos = RunTachyon("tokenize --model " + vocab + " --ids --no-bos 'Hello world'");
+  EXPECT_EQ(no_bos.out, "9906 1917\n");
+  CommandResult special =
+      RunTachyon("tokenize --model " + vocab + " --ids --no-bos --parse-special '<|eot_id|>'");
+  EXPECT_EQ(special.out, "128009\n");
+  CommandResult decode = RunTachyon("tokenize --model " + vocab + " --decode 9906,1917");
+  EXPECT_EQ(decode.out, "Hello world\n");
+  CommandResult table = RunTachyon("tokenize --model " + vocab + " 'Hi'");
+  EXPECT_NE(table.out.find("128000 -> \"<|begin_of_text|>\""), std::string::npos) << table.out;
+
+  std::string jsonl = TempPath("e2e_tokenize.jsonl");
+  std::ofstream(jsonl) << "{\"text\": \"Hello world\"}\n\n{\"text\": \"\"}\n";
+  CommandResult lines = RunTachyon("tokenize --model " + vocab + " --no-bos --jsonl " + jsonl);
+  ASSERT_EQ(lines.exit_code, 0) << lines.err;
+  EXPECT_EQ(lines.out, "{\"ids\":[9906,1917],\"text\":\"Hello world\"}\n{\"ids\":[],\"text\":\"\"}\n");
+  std::ofstream(jsonl) << "{\"text\": 5}\n";
+  CommandResult bad = RunTachyon("tokenize --model " + vocab + " --jsonl " + jsonl);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find(jsonl + ":1: expected a JSON object"), std::string::npos) << bad.err;
+  CommandResult bad_id = RunTachyon("tokenize --model " + vocab + " --decode 1,x");
+  EXPECT_EQ(bad_id.exit_code, 1);
+  EXPECT_NE(bad_id.err.find("'x' is not a token id"), std::string::npos);
+  fs::remove(jsonl);
+}
+
+TEST(CliTest, TokenizeWorksOnEveryVocabFixture) {
+  std::string dir = SharedDir() + "/fixtures/tokenizer";
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
+  int num_files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".gguf") continue;
+    CommandResult r = RunTachyon("tokenize --model " + entry.path().string() +
+                                 " --ids --no-bos 'Hello, world! 123 héllo'");
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << entry.path();
+    ++num_files;
+  }
+  EXPECT_GE(num_files, 12);
+}
+
+TEST(CliTest, TokenizeGeneratedModelWithBuiltinVocab) {
+  std::string path = TempPath("e2e_tok_builtin.gguf");
+  ASSERT_EQ(RunTachyon("model gen --shape tiny --type q8_0 --out " + path).exit_code, 0);
+  CommandResult r = RunTachyon("tokenize --model " + path + " --ids 'Hi!'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "256 72 105 33\n") << "BOS then one token per byte";
+  EXPECT_EQ(RunTachyon("tokenize --model " + path + " --decode '256 72 105 33'").out, "Hi!\n");
+  fs::remove(path);
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

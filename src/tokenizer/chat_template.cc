@@ -1,0 +1,228 @@
+#include "tokenizer/chat_template.h"
+
+#include <utility>
+
+namespace tachyon {
+namespace {
+
+struct NamedFamily {
+  const char* name;
+  ChatTemplateFamily family;
+};
+
+constexpr NamedFamily kFamilies[] = {
+    {"chatml", ChatTemplateFamily::kChatml},       {"llama3", ChatTemplateFamily::kLlama3},
+    {"llama2", ChatTemplateFamily::kLlama2},       {"mistral", ChatTemplateFamily::kMistral},
+    {"mistral-v7", ChatTemplateFamily::kMistralV7}, {"phi3", ChatTemplateFamily::kPhi3},
+    {"gemma", ChatTemplateFamily::kGemma},         {"deepseek", ChatTemplateFamily::kDeepseek},
+    {"deepseek3", ChatTemplateFamily::kDeepseek3}, {"zephyr", ChatTemplateFamily::kZephyr},
+};
+
+bool Contains(std::string_view text, std::string_view needle) {
+  return text.find(needle) != std::string_view::npos;
+}
+
+std::string Trim(std::string_view s) {
+  const char* kSpace = " \t\n\r\f\v";
+  size_t begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return "";
+  size_t end = s.find_last_not_of(kSpace);
+  return std::string(s.substr(begin, end - begin + 1));
+}
+
+// The system message (if first) and the rest of the conversation.
+std::pair<std::string, std::vector<const ChatMessage*>> SplitSystem(
+    const std::vector<ChatMessage>& messages, bool* has_system) {
+  std::vector<const ChatMessage*> rest;
+  std::string system;
+  *has_system = !messages.empty() && messages[0].role == "system";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i == 0 && *has_system) {
+      system = messages[0].content;
+    } else {
+      rest.push_back(&messages[i]);
+    }
+  }
+  return {system, rest};
+}
+
+}  // namespace
+
+std::vector<std::string> ChatTemplate::KnownNames() {
+  std::vector<std::string> names;
+  for (const NamedFamily& f : kFamilies) names.push_back(f.name);
+  return names;
+}
+
+std::string_view ChatTemplate::name() const {
+  for (const NamedFamily& f : kFamilies) {
+    if (f.family == family_) return f.name;
+  }
+  return "";
+}
+
+StatusOr<ChatTemplate> ChatTemplate::FromName(std::string_view name) {
+  for (const NamedFamily& f : kFamilies) {
+    if (name == f.name) return ChatTemplate(f.family, "");
+  }
+  std::string known;
+  for (const std::string& n : KnownNames()) known += (known.empty() ? "" : ", ") + n;
+  return InvalidArgumentError("unknown chat template '" + std::string(name) + "' (known: " + known +
+                              ")");
+}
+
+StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view t) {
+  using F = ChatTemplateFamily;
+  auto make = [](F family, std::string system = "") { return ChatTemplate(family, std::move(system)); };
+  if (Contains(t, "<|im_start|>")) {
+    // Qwen's templates add this system message when the conversation has none.
+    return make(F::kChatml, Contains(t, "You are a helpful assistant.") ? "You are a helpful assistant." : "");
+  }
+  if (Contains(t, "<|start_header_id|>") && Contains(t, "<|end_header_id|>")) return make(F::kLlama3);
+  if (Contains(t, "<start_of_turn>")) return make(F::kGemma);
+  if (Contains(t, "<｜User｜>")) return make(F::kDeepseek3);
+  if (Contains(t, "[SYSTEM_PROMPT]")) return make(F::kMistralV7);
+  if (Contains(t, "[INST]")) return make(Contains(t, "<<SYS>>") ? F::kLlama2 : F::kMistral);
+  if (Contains(t, "<|assistant|>") && Contains(t, "<|end|>")) return make(F::kPhi3);
+  if (Contains(t, "<|user|>") && (Contains(t, "eos_token") || Contains(t, "</s>"))) return make(F::kZephyr);
+  if (Contains(t, "'User: '") && Contains(t, "Assistant:")) return make(F::kDeepseek);
+  std::string known;
+  for (const std::string& n : KnownNames()) known += (known.empty() ? "" : ", ") + n;
+  return UnimplementedError("the model's chat template is not one Tachyon recognizes; pass "
+                            "--chat-template with one of: " + known);
+}
+
+StatusOr<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_view override_name) {
+  if (!override_name.empty()) return FromName(override_name);
+  StatusOr<std::string> text = file.GetString("tokenizer.chat_template");
+  if (!text.ok()) {
+    return NotFoundError("the model has no chat template (tokenizer.chat_template); pass "
+                         "--chat-template NAME");
+  }
+  return Detect(*text);
+}
+
+StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
+                                           bool add_generation_prompt) const {
+  if (messages.empty()) return InvalidArgumentError("messages must not be empty");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return InvalidArgumentError("messages[" + std::to_string(i) + "].role '" + role +
+                                  "' is not one of system, user, assistant, tool");
+    }
+  }
+  using F = ChatTemplateFamily;
+  std::string out;
+  bool has_system = false;
+  switch (family_) {
+    case F::kChatml: {
+      if (!default_system_.empty() && messages[0].role != "system") {
+        out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+      }
+      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      break;
+    }
+    case F::kLlama3: {
+      for (const ChatMessage& m : messages) {
+        std::string role = m.role == "tool" ? "ipython" : m.role;  // Llama 3.1 names tool results ipython
+        out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+      }
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    }
+    case F::kLlama2: {
+      auto [system, rest] = SplitSystem(messages, &has_system);
+      bool first_turn = true;
+      for (size_t i = 0; i < rest.size(); ++i) {
+        const ChatMessage& m = *rest[i];
+        std::string content = m.content;
+        if (i == 0 && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+        if (m.role == "assistant") {
+          out += " " + Trim(content) + " </s>";
+        } else {
+          out += (first_turn ? "" : "<s>") + std::string("[INST] ") + Trim(content) + " [/INST]";
+          first_turn = false;
+        }
+      }
+      break;
+    }
+    case F::kMistral: {
+      auto [system, rest] = SplitSystem(messages, &has_system);
+      for (size_t i = 0; i < rest.size(); ++i) {
+        const ChatMessage& m = *rest[i];
+        std::string content = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
+        if (m.role == "assistant") {
+          out += content + "</s>";
+        } else {
+          out += "[INST] " + content + " [/INST]";
+        }
+      }
+      break;
+    }
+    case F::kMistralV7: {
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+          out += "[SYSTEM_PROMPT]" + m.content + "[/SYSTEM_PROMPT]";
+        } else if (m.role == "assistant") {
+          out += m.content + "</s>";
+        } else {
+          out += "[INST]" + m.content + "[/INST]";
+        }
+      }
+      break;
+    }
+    case F::kPhi3: {
+      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    }
+    case F::kGemma: {
+      // Gemma has no system role: the system text opens the first user turn.
+      auto [system, rest] = SplitSystem(messages, &has_system);
+      for (size_t i = 0; i < rest.size(); ++i) {
+        const ChatMessage& m = *rest[i];
+        std::string role = m.role == "assistant" ? "model" : "user";
+        std::string content = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
+        out += "<start_of_turn>" + role + "\n" + Trim(content) + "<end_of_turn>\n";
+      }
+      if (add_generation_prompt) out += "<start_of_turn>model\n";
+      break;
+    }
+    case F::kDeepseek: {
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+          out += m.content + "\n\n";
+        } else if (m.role == "assistant") {
+          out += "Assistant: " + m.content + "<｜end▁of▁sentence｜>";
+        } else {
+          out += "User: " + m.content + "\n\n";
+        }
+      }
+      if (add_generation_prompt) out += "Assistant:";
+      break;
+    }
+    case F::kDeepseek3: {
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+          out += m.content;
+        } else if (m.role == "assistant") {
+          out += "<｜Assistant｜>" + m.content + "<｜end▁of▁sentence｜>";
+        } else {
+          out += "<｜User｜>" + m.content;
+        }
+      }
+      if (add_generation_prompt) out += "<｜Assistant｜>";
+      break;
+    }
+    case F::kZephyr: {
+      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "</s>\n";
+      if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace tachyon

@@ -1,0 +1,142 @@
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace tachyon {
+namespace {
+
+const std::vector<ChatMessage> kConversation = {
+    {"system", "You are terse."},
+    {"user", "Hi"},
+    {"assistant", "Hello."},
+    {"user", "2+2?"},
+};
+
+std::string Render(const std::string& name, const std::vector<ChatMessage>& messages = kConversation) {
+  StatusOr<ChatTemplate> t = ChatTemplate::FromName(name);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  StatusOr<std::string> out = t->Render(messages);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? *out : "";
+}
+
+TEST(ChatTemplateTest, Chatml) {
+  EXPECT_EQ(Render("chatml"),
+            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, QwenDefaultSystemMessage) {
+  std::string qwen =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+      "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+      "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  StatusOr<ChatTemplate> t = ChatTemplate::Detect(qwen);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->name(), "chatml");
+  EXPECT_EQ(*t->Render({{"user", "Hi"}}),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*t->Render({{"system", "S"}, {"user", "Hi"}}, false),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+}
+
+TEST(ChatTemplateTest, Llama3) {
+  EXPECT_EQ(Render("llama3", {{"system", " You are terse. "}, {"user", "Hi"}, {"tool", "{\"x\":1}"}}),
+            "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>ipython<|end_header_id|>\n\n{\"x\":1}<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplateTest, Llama2) {
+  EXPECT_EQ(Render("llama2"),
+            "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] 2+2? [/INST]");
+  EXPECT_EQ(Render("llama2", {{"user", "Hi"}}), "[INST] Hi [/INST]");
+}
+
+TEST(ChatTemplateTest, Mistral) {
+  EXPECT_EQ(Render("mistral"), "[INST] You are terse.\n\nHi [/INST]Hello.</s>[INST] 2+2? [/INST]");
+  EXPECT_EQ(Render("mistral-v7"),
+            "[SYSTEM_PROMPT]You are terse.[/SYSTEM_PROMPT][INST]Hi[/INST]Hello.</s>[INST]2+2?[/INST]");
+}
+
+TEST(ChatTemplateTest, Phi3) {
+  EXPECT_EQ(Render("phi3"),
+            "<|system|>\nYou are terse.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello.<|end|>\n"
+            "<|user|>\n2+2?<|end|>\n<|assistant|>\n");
+}
+
+TEST(ChatTemplateTest, Gemma) {
+  EXPECT_EQ(Render("gemma"),
+            "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
+            "<end_of_turn>\n<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST(ChatTemplateTest, Deepseek) {
+  EXPECT_EQ(Render("deepseek"),
+            "You are terse.\n\nUser: Hi\n\nAssistant: Hello.<｜end▁of▁sentence｜>User: 2+2?\n\nAssistant:");
+  EXPECT_EQ(Render("deepseek3"),
+            "You are terse.<｜User｜>Hi<｜Assistant｜>Hello.<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜>");
+}
+
+TEST(ChatTemplateTest, Zephyr) {
+  EXPECT_EQ(Render("zephyr"),
+            "<|system|>\nYou are terse.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello.</s>\n"
+            "<|user|>\n2+2?</s>\n<|assistant|>\n");
+}
+
+TEST(ChatTemplateTest, DetectsFamiliesFromTemplateText) {
+  struct Case {
+    const char* text;
+    const char* family;
+  };
+  for (Case c : {Case{"{{ '<|im_start|>' + message['role'] }}", "chatml"},
+                 Case{"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}", "llama3"},
+                 Case{"{{ bos_token + '[INST] ' + '<<SYS>>\\n' }}", "llama2"},
+                 Case{"{{ '[INST] ' + message['content'] + ' [/INST]' }}", "mistral"},
+                 Case{"{{ '[SYSTEM_PROMPT]' + system + '[/SYSTEM_PROMPT]' }}{{ '[INST]' }}", "mistral-v7"},
+                 Case{"{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{{ '<|assistant|>\\n' }}", "phi3"},
+                 Case{"{{ '<start_of_turn>' + role + '\\n' }}", "gemma"},
+                 Case{"{{ 'User: ' + message['content'] }}{{ 'Assistant:' }}", "deepseek"},
+                 Case{"{{'<｜User｜>' + message['content']}}", "deepseek3"},
+                 Case{"{{ '<|user|>\\n' + message['content'] + eos_token }}", "zephyr"}}) {
+    StatusOr<ChatTemplate> t = ChatTemplate::Detect(c.text);
+    ASSERT_TRUE(t.ok()) << c.text;
+    EXPECT_EQ(t->name(), c.family) << c.text;
+  }
+}
+
+TEST(ChatTemplateTest, UnknownTemplatesAndRolesAreErrors) {
+  StatusOr<ChatTemplate> unknown = ChatTemplate::Detect("{{ message['content'] }}");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("pass --chat-template"), std::string::npos);
+  EXPECT_FALSE(ChatTemplate::FromName("vicuna").ok());
+  StatusOr<std::string> bad_role = ChatTemplate::FromName("chatml")->Render({{"robot", "x"}});
+  ASSERT_FALSE(bad_role.ok());
+  EXPECT_NE(bad_role.status().message().find("messages[0].role 'robot'"), std::string::npos);
+  EXPECT_FALSE(ChatTemplate::FromName("chatml")->Render({}).ok());
+}
+
+TEST(ChatTemplateTest, Phi3FixtureTemplateIsRecognized) {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  std::string path = std::string(env ? env : TACHYON_SHARED_DIR) + "/fixtures/tokenizer/ggml-vocab-phi-3.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  StatusOr<GgufFile> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  StatusOr<ChatTemplate> t = ChatTemplate::ForModel(*file);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->name(), "phi3");
+  StatusOr<GgufFile> spm = GgufFile::Open(std::filesystem::path(path).parent_path().string() +
+                                          "/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(spm.ok());
+  EXPECT_EQ(ChatTemplate::ForModel(*spm).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ChatTemplate::ForModel(*spm, "llama2")->name(), "llama2");
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -1,0 +1,140 @@
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tokenizer/tokenizer_test_util.h"
+#include "tokenizer/wpm_encoder.h"
+
+namespace tachyon {
+namespace {
+
+using testing_util::BpeSpec;
+using testing_util::MakeTokenizer;
+using testing_util::SpmSpec;
+using testing_util::Values;
+
+std::string SharedVocab(const std::string& name) {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/tokenizer/ggml-vocab-" +
+         name + ".gguf";
+}
+
+TEST(SpmTest, HighestScoringMergeFirstThenByteFallback) {
+  // ids: 259 ▁h, 260 el, 261 ▁he, 262 ll, 263 ▁hell, 264 o
+  auto tok = MakeTokenizer(SpmSpec({{"▁h", -1}, {"el", -5}, {"▁he", -2}, {"ll", -3}, {"▁hell", -4},
+                                    {"o", -6}}),
+                           "spm_merge");
+  ASSERT_NE(tok, nullptr);
+  // "▁hello": ▁h (-1) first, then ▁he (-2), ll (-3), ▁hell (-4); o stays.
+  EXPECT_EQ(Values(tok->Encode("hello", {.add_special = false})), (std::vector<int32_t>{263, 264}));
+  // With BOS, and 'é' (not a piece) as its two UTF-8 bytes 0xC3 0xA9 -> ids 3 + byte.
+  EXPECT_EQ(Values(tok->Encode("hé", {.add_special = true})),
+            (std::vector<int32_t>{1, 259, 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(tok->Decode(tok->Encode("hello hé", {.add_special = false})), "hello hé");
+  EXPECT_EQ(tok->TokenToPiece(TokenId(259)), " h");
+  EXPECT_EQ(tok->TokenToPiece(TokenId(3 + 'A')), "A");
+  EXPECT_EQ(tok->TokenToPiece(TokenId(1)), "") << "control tokens decode to nothing";
+  EXPECT_EQ(tok->TokenToPiece(TokenId(1), /*special=*/true), "<s>");
+}
+
+TEST(BpeTest, LowestRankMergesFirst) {
+  // ids: 256 "ll", 257 "he", 258 "hell", 259 "hello"
+  auto tok = MakeTokenizer(BpeSpec({"ll", "he", "hell", "hello"}, {"l l", "h e", "he ll", "hell o"}),
+                           "bpe_rank");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(Values(tok->Encode("hello", {.add_special = false})), (std::vector<int32_t>{259}));
+  // "hel": no "e l" merge; "h e" applies, l stays a byte.
+  EXPECT_EQ(Values(tok->Encode("hel", {.add_special = false})), (std::vector<int32_t>{257, 'l'}));
+  // The GPT-2 pre-tokenizer keeps the space with the next word: " hello" -> Ġ h e l l o.
+  EXPECT_EQ(Values(tok->Encode(" hello", {.add_special = false})),
+            (std::vector<int32_t>{' ', 259}));
+  std::string text = "héllo wörld\n\t🦙 123";
+  EXPECT_EQ(tok->Decode(tok->Encode(text)), text) << "byte-level BPE is lossless";
+  EXPECT_EQ(tok->TokenToPiece(TokenId(0xC3)), "\xC3") << "a byte piece is the raw byte";
+}
+
+TEST(BpeTest, UserDefinedTokensAlwaysMatchControlOnlyWhenParsingSpecial) {
+  testing_util::VocabSpec spec = BpeSpec({"<tool>"}, {});
+  spec.types[256] = 4;  // <tool>: user-defined
+  auto tok = MakeTokenizer(spec, "bpe_special");
+  ASSERT_NE(tok, nullptr);
+  const int32_t tool = 256, eos = 257;
+  EXPECT_EQ(Values(tok->Encode("a<tool>b", {.add_special = false})),
+            (std::vector<int32_t>{'a', tool, 'b'}));
+  std::vector<int32_t> literal = Values(tok->Encode("a<|eos|>", {.add_special = false}));
+  EXPECT_EQ(literal.size(), 8u) << "without parse_special, <|eos|> is plain text";
+  EXPECT_EQ(Values(tok->Encode("a<|eos|>", {.add_special = false, .parse_special = true})),
+            (std::vector<int32_t>{'a', eos}));
+  EXPECT_EQ(tok->Decode(tok->Encode("x<tool>y")), "x<tool>y");
+}
+
+TEST(VocabTest, ClearErrorsForBadMetadata) {
+  auto load = [](testing_util::VocabSpec spec, const std::string& name) {
+    StatusOr<GgufFile> file = testing_util::WriteVocab(spec, name);
+    EXPECT_TRUE(file.ok());
+    return Tokenizer::FromGguf(*file).status();
+  };
+  testing_util::VocabSpec unknown_model = SpmSpec({});
+  unknown_model.model = "t5";
+  EXPECT_NE(load(unknown_model, "t5").message().find("'t5' is not supported"), std::string::npos);
+
+  testing_util::VocabSpec bad_scores = SpmSpec({});
+  bad_scores.scores.pop_back();
+  EXPECT_NE(load(bad_scores, "scores").message().find("tokenizer.ggml.scores must be 259"),
+            std::string::npos);
+
+  testing_util::VocabSpec bad_bos = SpmSpec({});
+  bad_bos.extra.push_back({"tokenizer.ggml.bos_token_id", GgufValue(uint32_t{5000})});
+  EXPECT_NE(load(bad_bos, "bos").message().find("bos_token_id = 5000 is outside the vocabulary"),
+            std::string::npos);
+
+  testing_util::VocabSpec none_pad = SpmSpec({});
+  none_pad.extra.push_back({"tokenizer.ggml.padding_token_id", GgufValue(uint32_t{0xFFFFFFFF})});
+  EXPECT_TRUE(load(none_pad, "pad").ok()) << "0xFFFFFFFF means no such token";
+
+  testing_util::VocabSpec bad_pre = BpeSpec({}, {});
+  bad_pre.pre = "no-such-pre";
+  EXPECT_NE(load(bad_pre, "pre").message().find("pre-tokenizer 'no-such-pre'"), std::string::npos);
+
+  testing_util::VocabSpec bad_merge = BpeSpec({}, {"nospace"});
+  EXPECT_NE(load(bad_merge, "merge").message().find("merges[0] = 'nospace'"), std::string::npos);
+}
+
+TEST(TokenizerFixtureTest, Llama3SpecialTokensAndEndOfGeneration) {
+  std::string path = SharedVocab("llama-bpe");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  StatusOr<GgufFile> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = std::move(Tokenizer::FromGguf(*file)).value();
+  EXPECT_EQ(Values(tok->Encode("<|eot_id|>", {.add_special = false, .parse_special = true})),
+            (std::vector<int32_t>{128009}));
+  std::vector<int32_t> plain = Values(tok->Encode("<|eot_id|>", {.add_special = false}));
+  EXPECT_GT(plain.size(), 1u);
+  EXPECT_EQ(Values(tok->Encode("Hi")).front(), 128000) << "add_bos_token adds <|begin_of_text|>";
+  EXPECT_TRUE(tok->vocab().IsEndOfGeneration(TokenId(128009)));
+  EXPECT_TRUE(tok->vocab().IsEndOfGeneration(TokenId(128001)));
+  EXPECT_FALSE(tok->vocab().IsEndOfGeneration(TokenId(128000)));
+  EXPECT_EQ(tok->Decode(tok->Encode("<|start_header_id|>user", {.parse_special = true})), "user");
+  EXPECT_EQ(tok->Decode(tok->Encode("<|start_header_id|>user", {.parse_special = true}),
+                        {.special = true}),
+            "<|begin_of_text|><|start_header_id|>user");
+}
+
+TEST(TokenizerFixtureTest, BertAddsClsAndSep) {
+  std::string path = SharedVocab("bert-bge");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  StatusOr<GgufFile> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = std::move(Tokenizer::FromGguf(*file)).value();
+  std::vector<int32_t> ids = Values(tok->Encode("Hello world"));
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 101);
+  EXPECT_EQ(ids.back(), 102);
+  EXPECT_EQ(WpmEncoder::SplitWords("Héllo, WORLD 世界!"),
+            (std::vector<std::string>{"hello", ",", "world", "世", "界", "!"}));
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -7,7 +7,26 @@
 
 namespace tachyon {
 
-SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
+namespace {
+
+constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581
+
+// Whether `text` has U+2581 right after a character that is not U+2581.
+bool HasSpaceAfterOther(std::string_view text) {
+  for (size_t pos = text.find(kSpace, 1); pos != std::string_view::npos;
+       pos = text.find(kSpace, pos + 1)) {
+    if (pos < kSpace.size() || text.substr(pos - kSpace.size(), kSpace.size()) != kSpace) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+SpmEncoder::SpmEncoder(const Vocab& vocab, bool allow_word_split) : vocab_(vocab) {
+  split_at_word_starts_ = allow_word_split;
+  for (int32_t i = 0; i < vocab.size() && split_at_word_starts_; ++i) {
+    if (HasSpaceAfterOther(vocab.token(TokenId(i)).text)) split_at_word_starts_ = false;
+  }
   for (int b = 0; b < 256; ++b) {
     char hex[8];
     std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
@@ -37,6 +56,24 @@ struct Bigram {
 }  // namespace
 
 void SpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  if (!split_at_word_starts_) {
+    EncodeRun(text, out);
+    return;
+  }
+  // Cut before each U+2581 that follows another character.
+  size_t start = 0;
+  for (size_t pos = text.find(kSpace, 1); pos != std::string_view::npos;
+       pos = text.find(kSpace, pos + 1)) {
+    if (pos >= start + kSpace.size() && text.substr(pos - kSpace.size(), kSpace.size()) == kSpace) {
+      continue;  // inside a run of spaces
+    }
+    if (pos > start) EncodeRun(text.substr(start, pos - start), out);
+    start = pos;
+  }
+  EncodeRun(text.substr(start), out);
+}
+
+void SpmEncoder::EncodeRun(std::string_view text, std::vector<TokenId>* out) const {
   std::vector<Symbol> symbols;
   for (size_t offset = 0; offset < text.size();) {
     size_t size = std::min<size_t>(Utf8SequenceLength(static_cast<uint8_t>(text[offset])),

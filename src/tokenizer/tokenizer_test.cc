@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "tokenizer/tokenizer_test_util.h"
+#include "tokenizer/spm_encoder.h"
 #include "tokenizer/wpm_encoder.h"
 
 namespace tachyon {
@@ -134,6 +137,37 @@ TEST(TokenizerFixtureTest, BertAddsClsAndSep) {
   EXPECT_EQ(ids.back(), 102);
   EXPECT_EQ(WpmEncoder::SplitWords("Héllo, WORLD 世界!"),
             (std::vector<std::string>{"hello", ",", "world", "世", "界", "!"}));
+}
+
+// Encoding word by word must give exactly what merging the whole text gives.
+TEST(TokenizerFixtureTest, SpmWordSplitMatchesWholeTextMerging) {
+  for (const char* name : {"llama-spm", "phi-3"}) {
+    std::string path = SharedVocab(name);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+    StatusOr<GgufFile> file = GgufFile::Open(path);
+    ASSERT_TRUE(file.ok());
+    StatusOr<Vocab> vocab = Vocab::FromGguf(*file);
+    ASSERT_TRUE(vocab.ok());
+    SpmEncoder split(*vocab), whole(*vocab, /*allow_word_split=*/false);
+    EXPECT_TRUE(split.splits_at_word_starts()) << name;
+    std::string inp;
+    {
+      std::ifstream in(path + ".inp", std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      inp = ss.str();
+    }
+    std::string escaped;  // spaces as U+2581, as the tokenizer hands text to the encoder
+    for (char c : inp) escaped += c == ' ' ? std::string("▁") : std::string(1, c);
+    for (std::string text : {escaped, std::string("▁▁Hello▁▁▁world,▁▁it's▁▁▁▁4▁½▁months.▁🦙▁▁")}) {
+      std::vector<TokenId> a, b;
+      split.Encode(text, &a);
+      whole.Encode(text, &b);
+      EXPECT_EQ(Values(a), Values(b)) << name;
+      EXPECT_GT(a.size(), 10u);
+      EXPECT_EQ(text.find(' '), std::string::npos);
+    }
+  }
 }
 
 }  // namespace

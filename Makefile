@@ -18,7 +18,7 @@ test:
 	cmake --build --preset release
 	ctest --preset release --parallel $(JOBS)
 	@if command -v clang++ >/dev/null 2>&1; then \
-	  cmake --preset fuzz && cmake --build --preset fuzz && ctest --preset fuzz; \
+	  cmake --preset fuzz && cmake --build --preset fuzz && ctest --preset fuzz --parallel $(JOBS); \
 	else \
 	  echo "make test: clang++ not found, skipping the libFuzzer run"; \
 	fi

@@ -53,9 +53,9 @@ class Tokenizer {
   std::string TokenToPiece(TokenId id, bool special = false) const;
   std::string Decode(std::span<const TokenId> ids, DecodeOptions options = {}) const;
 
-  // Whether Decode(Encode(x)) == x for every valid UTF-8 x without special
-  // tokens: byte-level BPE and SentencePiece with byte fallback (not WordPiece,
-  // which lower-cases and normalizes).
+  // Whether Decode(Encode(x)) == x for valid UTF-8 x without special-token
+  // text: byte-level BPE always, SentencePiece when x has no U+2581 (its own
+  // spelling of a space); not WordPiece, which lower-cases and normalizes.
   bool IsLossless() const;
 
  private:

@@ -8,5 +8,5 @@ mkdir -p "$work/seeds" "$work/corpus"
 "$seed_writer" "$work/seeds"
 # New inputs go to corpus/; seeds/ stays as written. -error_exitcode makes a crash fail ctest.
 "$fuzzer" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -timeout=10 \
-  -print_final_stats=1 -error_exitcode=1 "$work/corpus" "$work/seeds" 2>&1 | tail -n 25
+  -print_final_stats=1 -error_exitcode=1 -artifact_prefix="$work/" "$work/corpus" "$work/seeds" 2>&1 | tail -n 25
 exit "${PIPESTATUS[0]}"

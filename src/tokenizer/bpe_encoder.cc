@@ -2,6 +2,7 @@
 
 #include <queue>
 
+#include "tokenizer/symbols.h"
 #include "tokenizer/unicode.h"
 
 namespace tachyon {
@@ -10,13 +11,6 @@ namespace {
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
-
-struct Symbol {
-  size_t begin;  // byte offset in the word
-  size_t size;   // 0 once merged into its left neighbour
-  int32_t id;    // token id of the symbol's text, or -1
-  int prev, next;
-};
 
 struct Bigram {
   int32_t rank;
@@ -57,15 +51,10 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
       return;
     }
   }
-  std::vector<Symbol> symbols;
-  for (size_t offset = 0; offset < word.size();) {
-    size_t size = std::min<size_t>(Utf8SequenceLength(static_cast<uint8_t>(word[offset])),
-                                   word.size() - offset);
-    std::optional<TokenId> id = vocab_.Find(word.substr(offset, size));
-    int index = static_cast<int>(symbols.size());
-    symbols.push_back({offset, size, id ? id->value() : -1, index - 1,
-                       offset + size < word.size() ? index + 1 : -1});
-    offset += size;
+  std::vector<Symbol> symbols = CharacterSymbols(word);
+  for (Symbol& s : symbols) {
+    std::optional<TokenId> id = vocab_.Find(word.substr(s.begin, s.size));
+    s.id = id ? id->value() : -1;
   }
   std::priority_queue<Bigram> queue;
   auto try_add = [&](int left, int right) {
@@ -83,12 +72,9 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
     Symbol& left = symbols[bigram.left];
     Symbol& right = symbols[bigram.right];
     if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
-    left.size += right.size;
-    right.size = 0;
+    MergeWithNext(&symbols, bigram.left);
     std::optional<TokenId> merged = vocab_.Find(word.substr(left.begin, left.size));
     left.id = merged ? merged->value() : -1;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
     try_add(left.prev, bigram.left);
     try_add(bigram.left, left.next);
   }

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <queue>
 
-#include "tokenizer/unicode.h"
+#include "tokenizer/symbols.h"
 
 namespace tachyon {
 
@@ -37,12 +37,6 @@ SpmEncoder::SpmEncoder(const Vocab& vocab, bool allow_word_split) : vocab_(vocab
 
 namespace {
 
-struct Symbol {
-  size_t begin;  // byte offset in the text
-  size_t size;   // bytes; 0 once merged into its left neighbour
-  int prev, next;
-};
-
 struct Bigram {
   float score;
   int left, right;
@@ -74,14 +68,7 @@ void SpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const 
 }
 
 void SpmEncoder::EncodeRun(std::string_view text, std::vector<TokenId>* out) const {
-  std::vector<Symbol> symbols;
-  for (size_t offset = 0; offset < text.size();) {
-    size_t size = std::min<size_t>(Utf8SequenceLength(static_cast<uint8_t>(text[offset])),
-                                   text.size() - offset);
-    int index = static_cast<int>(symbols.size());
-    symbols.push_back({offset, size, index - 1, offset + size < text.size() ? index + 1 : -1});
-    offset += size;
-  }
+  std::vector<Symbol> symbols = CharacterSymbols(text);
   std::priority_queue<Bigram> queue;
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
@@ -98,10 +85,7 @@ void SpmEncoder::EncodeRun(std::string_view text, std::vector<TokenId>* out) con
     Symbol& left = symbols[bigram.left];
     Symbol& right = symbols[bigram.right];
     if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
-    left.size += right.size;
-    right.size = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    MergeWithNext(&symbols, bigram.left);
     try_add(left.prev, bigram.left);
     try_add(bigram.left, left.next);
   }

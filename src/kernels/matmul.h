@@ -1,0 +1,40 @@
+// MatMul: activations times a GGUF weight matrix, for a batch of tokens.
+//
+// The weight matrix is [rows, cols] row-major as GGUF stores it (ne0 = cols,
+// the input size; ne1 = rows, the output size). Each weight row is read once
+// per call whatever the number of tokens (rows are tiled, and every token of
+// the batch uses a tile while it is in cache): that is what makes batched
+// decoding cheap. Quantized weights (Q8_0, Q4_0) are multiplied with the
+// activations quantized to Q8_0, as llama.cpp does; F32/F16/BF16 weights with
+// float activations. Work is split over rows on the given ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "gguf/ggml_type.h"
+
+namespace tachyon {
+
+struct WeightMatrix {
+  GgmlType type = GgmlType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;  // output features
+  int64_t cols = 0;  // input features
+};
+
+// Types MatMul computes with.
+bool IsMatMulType(GgmlType type);
+
+// Which kernels run: the AVX2 ones when the CPU has them, unless forced off.
+enum class KernelPath { kAuto, kReference };
+
+// y [num_tokens, w.rows] = x [num_tokens, w.cols] * w^T.
+void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
+            KernelPath path = KernelPath::kAuto);
+
+// Row `row` of a weight matrix as floats (embedding lookup); out [w.cols].
+void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out);
+
+}  // namespace tachyon

@@ -1,0 +1,111 @@
+#include "kernels/ref/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/block_formats.h"
+#include "kernels/fp16.h"
+
+namespace tachyon::ref {
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  float scale = 1.0f / std::sqrt(static_cast<float>(sum_sq / n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void Rope(float* x, int num_heads, int head_dim, int rope_dim, int64_t pos, float base, bool neox,
+          const float* freq_factors) {
+  const int half = rope_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    double inv_freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
+    double angle = static_cast<double>(pos) * inv_freq;
+    if (freq_factors != nullptr) angle /= freq_factors[i];
+    float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+    for (int h = 0; h < num_heads; ++h) {
+      float* head = x + static_cast<int64_t>(h) * head_dim;
+      int a = neox ? i : 2 * i;
+      int b = neox ? i + half : 2 * i + 1;
+      float x0 = head[a], x1 = head[b];
+      head[a] = x0 * c - x1 * s;
+      head[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void Softmax(float* x, int64_t n) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float DotF32(const float* w, const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(w[i]) * x[i];
+  return static_cast<float>(sum);
+}
+
+float DotF16(const uint16_t* w, const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Fp16ToFloat(w[i])) * x[i];
+  return static_cast<float>(sum);
+}
+
+float DotBF16(const uint16_t* w, const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Bf16ToFloat(w[i])) * x[i];
+  return static_cast<float>(sum);
+}
+
+float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
+  const BlockQ8_0* wb = static_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    int32_t isum = 0;
+    for (int i = 0; i < kQK8_0; ++i) isum += wb[b].qs[i] * xb[b].qs[i];
+    sum += Fp16ToFloat(wb[b].d) * Fp16ToFloat(xb[b].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {
+  BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    float amax = 0.0f;
+    for (int i = 0; i < kQK8_0; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = FloatToFp16(d);
+    for (int i = 0; i < kQK8_0; ++i) blocks[b].qs[i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+  }
+}
+
+float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
+  const BlockQ4_0* wb = static_cast<const BlockQ4_0*>(w);
+  const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    int32_t isum = 0;
+    for (int i = 0; i < kQK4_0 / 2; ++i) {
+      isum += ((wb[b].qs[i] & 0x0f) - 8) * xb[b].qs[i];
+      isum += ((wb[b].qs[i] >> 4) - 8) * xb[b].qs[i + kQK4_0 / 2];
+    }
+    sum += Fp16ToFloat(wb[b].d) * Fp16ToFloat(xb[b].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+}  // namespace tachyon::ref

@@ -1,0 +1,41 @@
+// Scalar reference versions of the transformer ops: the specification the
+// SIMD kernels are checked against. Buffers carry their shapes in comments.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/ggml_type.h"
+
+namespace tachyon::ref {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; x, weight, out: [n]
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// Rotates each head of x [num_heads, head_dim] in place for position `pos`.
+// Pairs are (2i, 2i+1) for normal rope and (i, i + head_dim/2) for NeoX.
+// theta_i = pos * base^(-2i/rope_dim) / freq_factors[i] (freq_factors may be null);
+// only the first rope_dim dimensions of each head rotate.
+void Rope(float* x, int num_heads, int head_dim, int rope_dim, int64_t pos, float base, bool neox,
+          const float* freq_factors);
+
+// a[i] = silu(gate[i]) * up[i]; [n]
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place softmax over x [n].
+void Softmax(float* x, int64_t n);
+
+// Dot products of one weight row (GGUF type) with float activations [n].
+float DotF32(const float* w, const float* x, int64_t n);
+float DotF16(const uint16_t* w, const float* x, int64_t n);
+float DotBF16(const uint16_t* w, const float* x, int64_t n);
+// Quantized weight rows with activations quantized to Q8_0 (as llama.cpp does):
+// w and x are n / 32 blocks; the integer products of each block are summed
+// exactly, then scaled by the two block scales.
+float DotQ8_0Q8_0(const void* w, const void* x, int64_t n);
+// Activations x [n] -> n / 32 Q8_0 blocks for the quantized dot products. Like
+// QuantizeRowQ8_0 but rounding ties to even, as llama.cpp's SIMD quantizer does
+// for activations (the weight quantizer rounds ties away from zero).
+void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n);
+float DotQ4_0Q8_0(const void* w, const void* x, int64_t n);
+
+}  // namespace tachyon::ref

@@ -1,0 +1,18 @@
+// AVX2 + FMA (+ F16C) dot products, same contracts as kernels/ref/ops.h.
+// Call only when CpuHasAvx2() is true; checked against the reference in
+// dot_avx2_test.cc with a tolerance per type.
+#pragma once
+
+#include <cstdint>
+
+namespace tachyon::avx2 {
+
+float DotF32(const float* w, const float* x, int64_t n);
+float DotF16(const uint16_t* w, const float* x, int64_t n);
+float DotBF16(const uint16_t* w, const float* x, int64_t n);
+float DotQ8_0Q8_0(const void* w, const void* x, int64_t n);
+float DotQ4_0Q8_0(const void* w, const void* x, int64_t n);
+// x [n] -> n / 32 Q8_0 blocks, bit-identical to ref::QuantizeActivationsQ8_0.
+void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n);
+
+}  // namespace tachyon::avx2

@@ -1,0 +1,89 @@
+// The AVX2 kernels against the scalar reference on random (never zero) inputs.
+#include "kernels/x86/dot_avx2.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
+#include "kernels/ref/ops.h"
+#include "kernels/ref/quantize.h"
+
+namespace tachyon {
+namespace {
+
+// Relative tolerance of a dot product of n terms: float accumulation in another order.
+constexpr float kF32Tolerance = 1e-5f;    // F32, F16, BF16 weights (exact products, float sums)
+constexpr float kQuantTolerance = 1e-5f;  // Q8_0/Q4_0: exact integer block sums, float scaling
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    do {
+      x = normal(rng);
+    } while (x == 0.0f);
+  }
+  return v;
+}
+
+// |a - b| <= tol * sum |w_i x_i| (the scale of the terms, not of the result).
+void ExpectClose(float simd, float reference, float scale, float tol, const char* what) {
+  EXPECT_LE(std::fabs(simd - reference), tol * scale + 1e-6f) << what << " simd " << simd << " ref " << reference;
+}
+
+class DotAvx2Test : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
+  }
+};
+
+TEST_P(DotAvx2Test, FloatTypes) {
+  const int64_t n = GetParam();
+  std::vector<float> w = Random(n, 1), x = Random(n, 2);
+  float scale = 0;
+  for (int64_t i = 0; i < n; ++i) scale += std::fabs(w[i] * x[i]);
+  ExpectClose(avx2::DotF32(w.data(), x.data(), n), ref::DotF32(w.data(), x.data(), n), scale,
+              kF32Tolerance, "f32");
+  std::vector<uint16_t> h(n), b(n);
+  for (int64_t i = 0; i < n; ++i) {
+    h[i] = FloatToFp16(w[i]);
+    b[i] = FloatToBf16(w[i]);
+  }
+  ExpectClose(avx2::DotF16(h.data(), x.data(), n), ref::DotF16(h.data(), x.data(), n), scale,
+              kF32Tolerance, "f16");
+  ExpectClose(avx2::DotBF16(b.data(), x.data(), n), ref::DotBF16(b.data(), x.data(), n), scale,
+              kF32Tolerance, "bf16");
+}
+
+TEST_P(DotAvx2Test, QuantizedTypes) {
+  const int64_t n = GetParam() / 32 * 32;
+  if (n == 0) GTEST_SKIP();
+  std::vector<float> w = Random(n, 3, 0.02f), x = Random(n, 4);
+  std::vector<uint8_t> xq(*GgmlRowBytes(GgmlType::kQ8_0, n)), xq_ref(xq.size());
+  avx2::QuantizeActivationsQ8_0(x.data(), xq.data(), n);
+  ref::QuantizeActivationsQ8_0(x.data(), xq_ref.data(), n);
+  EXPECT_EQ(xq, xq_ref) << "activation quantization is bit-identical";
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    std::vector<uint8_t> wq(*GgmlRowBytes(type, n));
+    ref::QuantizeRow(type, w.data(), wq.data(), n);
+    float simd = type == GgmlType::kQ8_0 ? avx2::DotQ8_0Q8_0(wq.data(), xq.data(), n)
+                                         : avx2::DotQ4_0Q8_0(wq.data(), xq.data(), n);
+    float reference = type == GgmlType::kQ8_0 ? ref::DotQ8_0Q8_0(wq.data(), xq.data(), n)
+                                              : ref::DotQ4_0Q8_0(wq.data(), xq.data(), n);
+    float scale = 0;
+    for (int64_t i = 0; i < n; ++i) scale += std::fabs(w[i] * x[i]);
+    ExpectClose(simd, reference, scale, kQuantTolerance, GgmlTypeName(type));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lengths, DotAvx2Test, ::testing::Values(32, 48, 256, 1000, 2048, 8192));
+
+}  // namespace
+}  // namespace tachyon

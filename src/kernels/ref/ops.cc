@@ -15,12 +15,12 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void Rope(float* x, int num_heads, int head_dim, int rope_dim, int64_t pos, float base, bool neox,
+void Rope(float* x, int num_heads, int head_dim, int rope_dim, double pos, float base, bool neox,
           const float* freq_factors) {
   const int half = rope_dim / 2;
   for (int i = 0; i < half; ++i) {
     double inv_freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
-    double angle = static_cast<double>(pos) * inv_freq;
+    double angle = pos * inv_freq;
     if (freq_factors != nullptr) angle /= freq_factors[i];
     float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
     for (int h = 0; h < num_heads; ++h) {

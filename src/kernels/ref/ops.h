@@ -15,7 +15,7 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 // Pairs are (2i, 2i+1) for normal rope and (i, i + head_dim/2) for NeoX.
 // theta_i = pos * base^(-2i/rope_dim) / freq_factors[i] (freq_factors may be null);
 // only the first rope_dim dimensions of each head rotate.
-void Rope(float* x, int num_heads, int head_dim, int rope_dim, int64_t pos, float base, bool neox,
+void Rope(float* x, int num_heads, int head_dim, int rope_dim, double pos, float base, bool neox,
           const float* freq_factors);
 
 // a[i] = silu(gate[i]) * up[i]; [n]

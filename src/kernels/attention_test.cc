@@ -1,0 +1,67 @@
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace tachyon {
+namespace {
+
+// Paged online-softmax attention equals a dense softmax over all positions,
+// whatever the block size and the order of the blocks in memory.
+TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
+  const int n_heads = 4, n_kv_heads = 2, head_dim = 16;
+  const int64_t num_positions = 37;
+  const int kv_dim = n_kv_heads * head_dim;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(n_heads * head_dim), keys(num_positions * kv_dim), values(num_positions * kv_dim);
+  for (float& x : q) x = normal(rng);
+  for (float& x : keys) x = normal(rng);
+  for (float& x : values) x = normal(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+
+  // Dense reference.
+  std::vector<double> expected(n_heads * head_dim, 0.0);
+  for (int h = 0; h < n_heads; ++h) {
+    int kvh = h / (n_heads / n_kv_heads);
+    std::vector<double> s(num_positions);
+    double max = -1e30, sum = 0;
+    for (int64_t p = 0; p < num_positions; ++p) {
+      double d = 0;
+      for (int i = 0; i < head_dim; ++i) d += q[h * head_dim + i] * keys[p * kv_dim + kvh * head_dim + i];
+      s[p] = d * scale;
+      max = std::max(max, s[p]);
+    }
+    for (int64_t p = 0; p < num_positions; ++p) sum += (s[p] = std::exp(s[p] - max));
+    for (int64_t p = 0; p < num_positions; ++p) {
+      for (int i = 0; i < head_dim; ++i) {
+        expected[h * head_dim + i] += s[p] / sum * values[p * kv_dim + kvh * head_dim + i];
+      }
+    }
+  }
+
+  for (int block_size : {1, 4, 16, 64}) {
+    const int64_t num_blocks = (num_positions + block_size - 1) / block_size;
+    // Blocks stored in reverse order in the pool: the table maps logical -> physical.
+    std::vector<int32_t> table(num_blocks);
+    std::vector<float> k_pool(num_blocks * block_size * kv_dim), v_pool(k_pool.size());
+    for (int64_t b = 0; b < num_blocks; ++b) table[b] = static_cast<int32_t>(num_blocks - 1 - b);
+    for (int64_t p = 0; p < num_positions; ++p) {
+      int64_t slot = (table[p / block_size] * block_size + p % block_size) * kv_dim;
+      std::copy_n(&keys[p * kv_dim], kv_dim, &k_pool[slot]);
+      std::copy_n(&values[p * kv_dim], kv_dim, &v_pool[slot]);
+    }
+    std::vector<float> out(n_heads * head_dim);
+    AttendPaged(q.data(), {k_pool.data(), v_pool.data()}, table.data(), num_positions,
+                {n_heads, n_kv_heads, head_dim, block_size}, scale, out.data());
+    for (int i = 0; i < n_heads * head_dim; ++i) {
+      EXPECT_NEAR(out[i], expected[i], 1e-5) << "block size " << block_size << " element " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -1,0 +1,31 @@
+// ForwardBatch: everything one Model::Forward step computes, passed explicitly
+// (no hidden state): tokens of any number of sequences, each with its position,
+// the block table through which its K/V are written and read, and which
+// tokens' logits are wanted.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/strong_id.h"
+
+namespace tachyon {
+
+struct ForwardSequence {
+  // Logical block i of the sequence lives in physical KV block block_table[i];
+  // it must cover every position the batch writes for this sequence.
+  const int32_t* block_table = nullptr;
+  int64_t num_blocks = 0;
+};
+
+struct ForwardBatch {
+  std::vector<TokenId> tokens;           // [num_tokens]
+  std::vector<int64_t> positions;        // [num_tokens]
+  std::vector<int32_t> sequence_index;   // [num_tokens] -> sequences
+  std::vector<ForwardSequence> sequences;
+  std::vector<int32_t> logit_tokens;     // indices into tokens whose logits Forward returns
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+}  // namespace tachyon

@@ -1,0 +1,30 @@
+// KvBuffer: float K/V storage for every layer in blocks of block_size tokens,
+// the memory a ForwardBatch's block tables point into.
+// Layout per layer: K and V each [num_blocks, block_size, n_head_kv * head_dim].
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "model/model_config.h"
+
+namespace tachyon {
+
+class KvBuffer {
+ public:
+  KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks);
+
+  int block_size() const { return block_size_; }
+  int64_t num_blocks() const { return num_blocks_; }
+  LayerKv layer(int64_t l) { return {k_[l].data(), v_[l].data()}; }
+  // Bytes held.
+  uint64_t bytes() const;
+
+ private:
+  int block_size_;
+  int64_t num_blocks_;
+  std::vector<std::vector<float>> k_, v_;
+};
+
+}  // namespace tachyon

@@ -1,0 +1,182 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "kernels/ref/ops.h"
+
+namespace tachyon {
+namespace {
+
+std::string Shape(std::initializer_list<int64_t> dims) {
+  std::string out = "[";
+  for (int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
+  return out + "]";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+  StatusOr<std::unique_ptr<Model>> model = FromFile(std::move(file));
+  if (!model.ok()) return model.status().WithContext(path);
+  return model;
+}
+
+StatusOr<std::unique_ptr<Model>> Model::FromFile(GgufFile file) {
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromGguf(file));
+  std::unique_ptr<Model> model(new Model(std::move(file), std::move(config)));
+  RETURN_IF_ERROR(model->BindWeights());
+  return model;
+}
+
+Status Model::BindWeights() {
+  const ModelConfig& c = config_;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out) -> Status {
+    const GgufTensorInfo* t = file_.FindTensor(name);
+    if (t == nullptr) return InvalidArgumentError("tensor " + name + " is missing");
+    if (t->shape != std::vector<int64_t>{cols, rows}) {
+      return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({cols, rows}) +
+                                  ", file has " + t->ShapeString());
+    }
+    if (!IsMatMulType(t->type)) {
+      return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) +
+                                ", which Tachyon cannot compute with yet (F32, F16, BF16, Q8_0, Q4_0)");
+    }
+    *out = {t->type, t->data, rows, cols};
+    return Status::Ok();
+  };
+  auto vector = [&](const std::string& name, int64_t n, const float** out, bool optional) -> Status {
+    const GgufTensorInfo* t = file_.FindTensor(name);
+    if (t == nullptr) {
+      return optional ? Status::Ok() : InvalidArgumentError("tensor " + name + " is missing");
+    }
+    if (t->shape != std::vector<int64_t>{n}) {
+      return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({n}) + ", file has " +
+                                  t->ShapeString());
+    }
+    if (t->type != GgmlType::kF32) {
+      return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) + ", expected F32");
+    }
+    if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0) {
+      return InvalidArgumentError("tensor " + name + " is not 4-byte aligned in the file");
+    }
+    *out = reinterpret_cast<const float*>(t->data);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
+  if (file_.FindTensor("output.weight") != nullptr) {
+    RETURN_IF_ERROR(matrix("output.weight", c.n_vocab, c.n_embd, &output_));
+  } else {
+    output_ = token_embd_;  // tied embeddings
+  }
+  RETURN_IF_ERROR(vector("output_norm.weight", c.n_embd, &output_norm_, false));
+  RETURN_IF_ERROR(vector("rope_freqs.weight", c.rope_dim / 2, &rope_freqs_, true));
+  layers_.resize(c.n_layer);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& w = layers_[l];
+    RETURN_IF_ERROR(vector(p + "attn_norm.weight", c.n_embd, &w.attn_norm, false));
+    RETURN_IF_ERROR(matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &w.wq));
+    RETURN_IF_ERROR(matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &w.wk));
+    RETURN_IF_ERROR(matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &w.wv));
+    RETURN_IF_ERROR(matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), &w.wo));
+    RETURN_IF_ERROR(vector(p + "attn_q.bias", c.q_dim(), &w.bq, true));
+    RETURN_IF_ERROR(vector(p + "attn_k.bias", c.kv_dim(), &w.bk, true));
+    RETURN_IF_ERROR(vector(p + "attn_v.bias", c.kv_dim(), &w.bv, true));
+    RETURN_IF_ERROR(vector(p + "ffn_norm.weight", c.n_embd, &w.ffn_norm, false));
+    RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &w.w_gate));
+    RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &w.w_up));
+    RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &w.w_down));
+  }
+  return Status::Ok();
+}
+
+void Model::Attention(const ForwardBatch& batch, const float* q, LayerKv layer, int block_size,
+                      float* out, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const AttentionShape shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv),
+                             static_cast<int>(c.head_dim), block_size};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  pool.ParallelFor(batch.num_tokens(), [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
+      // Causal: a token sees its sequence up to and including its own position.
+      AttendPaged(q + t * c.q_dim(), layer, seq.block_table, batch.positions[t] + 1, shape, scale,
+                  out + t * c.q_dim());
+    }
+  });
+}
+
+std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const int64_t n = batch.num_tokens();
+  const int block_size = kv.block_size();
+  for (int64_t t = 0; t < n; ++t) {
+    const ForwardSequence& seq = batch.sequences.at(batch.sequence_index[t]);
+    CHECK(batch.positions[t] >= 0 && batch.positions[t] / block_size < seq.num_blocks)
+        << "token " << t << " at position " << batch.positions[t] << " has no KV block";
+    CHECK(batch.tokens[t].value() >= 0 && batch.tokens[t].value() < c.n_vocab);
+  }
+  // Activations, one row per token.
+  std::vector<float> x(n * c.n_embd);                       // [n, n_embd] residual stream
+  std::vector<float> h(n * c.n_embd);                       // [n, n_embd] normed input
+  std::vector<float> q(n * c.q_dim()), attn(n * c.q_dim()); // [n, q_dim]
+  std::vector<float> k(n * c.kv_dim()), v(n * c.kv_dim());  // [n, kv_dim]
+  std::vector<float> proj(n * c.n_embd);                    // [n, n_embd]
+  std::vector<float> gate(n * c.n_ff), up(n * c.n_ff);      // [n, n_ff]
+
+  for (int64_t t = 0; t < n; ++t) DequantizeWeightRow(token_embd_, batch.tokens[t].value(), &x[t * c.n_embd]);
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& w = layers_[l];
+    for (int64_t t = 0; t < n; ++t) {
+      ref::RmsNorm(&x[t * c.n_embd], w.attn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
+    }
+    MatMul(w.wq, h.data(), n, q.data(), pool);
+    MatMul(w.wk, h.data(), n, k.data(), pool);
+    MatMul(w.wv, h.data(), n, v.data(), pool);
+    LayerKv layer = kv.layer(l);
+    for (int64_t t = 0; t < n; ++t) {
+      float* qt = &q[t * c.q_dim()];
+      float* kt = &k[t * c.kv_dim()];
+      float* vt = &v[t * c.kv_dim()];
+      if (w.bq) {
+        for (int64_t i = 0; i < c.q_dim(); ++i) qt[i] += w.bq[i];
+        for (int64_t i = 0; i < c.kv_dim(); ++i) kt[i] += w.bk[i];
+        for (int64_t i = 0; i < c.kv_dim(); ++i) vt[i] += w.bv[i];
+      }
+      const double pos = static_cast<double>(batch.positions[t]) * c.rope_position_scale;
+      ref::Rope(qt, c.n_head, c.head_dim, c.rope_dim, pos, c.rope_base, c.rope_neox, rope_freqs_);
+      ref::Rope(kt, c.n_head_kv, c.head_dim, c.rope_dim, pos, c.rope_base, c.rope_neox, rope_freqs_);
+      const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
+      const int64_t slot = static_cast<int64_t>(seq.block_table[batch.positions[t] / block_size]) * block_size +
+                           batch.positions[t] % block_size;
+      std::copy(kt, kt + c.kv_dim(), layer.k + slot * c.kv_dim());
+      std::copy(vt, vt + c.kv_dim(), layer.v + slot * c.kv_dim());
+    }
+    Attention(batch, q.data(), layer, block_size, attn.data(), pool);
+    MatMul(w.wo, attn.data(), n, proj.data(), pool);
+    for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
+
+    for (int64_t t = 0; t < n; ++t) {
+      ref::RmsNorm(&x[t * c.n_embd], w.ffn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
+    }
+    MatMul(w.w_gate, h.data(), n, gate.data(), pool);
+    MatMul(w.w_up, h.data(), n, up.data(), pool);
+    ref::SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
+    MatMul(w.w_down, gate.data(), n, proj.data(), pool);
+    for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
+  }
+
+  const int64_t num_logits = static_cast<int64_t>(batch.logit_tokens.size());
+  std::vector<float> normed(num_logits * c.n_embd);  // [num_logits, n_embd]
+  for (int64_t i = 0; i < num_logits; ++i) {
+    ref::RmsNorm(&x[batch.logit_tokens[i] * c.n_embd], output_norm_, c.n_embd, c.rms_norm_eps,
+                 &normed[i * c.n_embd]);
+  }
+  std::vector<float> logits(num_logits * c.n_vocab);  // [num_logits, n_vocab]
+  MatMul(output_, normed.data(), num_logits, logits.data(), pool);
+  return logits;
+}
+
+}  // namespace tachyon

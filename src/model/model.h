@@ -1,0 +1,63 @@
+// Model: a Llama-family transformer whose weights are views into a mapped GGUF
+// file, and its forward pass over a ForwardBatch.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load("m.gguf"));
+//   KvBuffer kv(model->config(), 16, num_blocks);
+//   std::vector<float> logits = model->Forward(batch, kv, pool);  // [logit_tokens, n_vocab]
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "model/forward_batch.h"
+#include "model/kv_buffer.h"
+#include "model/model_config.h"
+
+namespace tachyon {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  WeightMatrix wq, wk, wv, wo;       // [q_dim, n_embd], [kv_dim, n_embd] x2, [n_embd, q_dim]
+  const float* bq = nullptr;         // [q_dim] (qwen2), or null
+  const float* bk = nullptr;         // [kv_dim]
+  const float* bv = nullptr;         // [kv_dim]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  WeightMatrix w_gate, w_up, w_down; // [n_ff, n_embd] x2, [n_embd, n_ff]
+};
+
+class Model {
+ public:
+  // Maps the file and binds every tensor, checking names, shapes and types:
+  // "tensor blk.3.attn_q.weight: expected shape [2048, 2048], file has [2048, 512]".
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  static StatusOr<std::unique_ptr<Model>> FromFile(GgufFile file);
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& file() const { return file_; }
+
+  // Runs every token of the batch through the model, writing each token's K/V
+  // to its sequence's block at its position, and returns the logits of the
+  // batch's logit_tokens: [logit_tokens.size(), n_vocab].
+  std::vector<float> Forward(const ForwardBatch& batch, KvBuffer& kv, ThreadPool& pool) const;
+
+ private:
+  Model(GgufFile file, ModelConfig config) : file_(std::move(file)), config_(std::move(config)) {}
+  Status BindWeights();
+  void Attention(const ForwardBatch& batch, const float* q, LayerKv layer, int block_size,
+                 float* out, ThreadPool& pool) const;
+
+  GgufFile file_;
+  ModelConfig config_;
+  WeightMatrix token_embd_;
+  WeightMatrix output_;             // token_embd_ when the embeddings are tied
+  const float* output_norm_ = nullptr;
+  const float* rope_freqs_ = nullptr;  // [rope_dim / 2] Llama 3 frequency factors, or null
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace tachyon

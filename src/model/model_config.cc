@@ -1,0 +1,75 @@
+#include "model/model_config.h"
+
+namespace tachyon {
+
+StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.architecture, file.GetString("general.architecture"));
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
+    return UnimplementedError("architecture '" + c.architecture +
+                              "' is not supported (llama and qwen2 are)");
+  }
+  const std::string a = c.architecture + ".";
+  auto required = [&](const std::string& key, int64_t* out) -> Status {
+    StatusOr<uint64_t> v = file.GetUint(a + key);
+    if (!v.ok()) return v.status();
+    if (*v == 0 || *v > (1ull << 31)) {
+      return InvalidArgumentError("metadata key '" + a + key + "' = " + std::to_string(*v) +
+                                  " is out of range");
+    }
+    *out = static_cast<int64_t>(*v);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(required("embedding_length", &c.n_embd));
+  RETURN_IF_ERROR(required("block_count", &c.n_layer));
+  RETURN_IF_ERROR(required("attention.head_count", &c.n_head));
+  RETURN_IF_ERROR(required("feed_forward_length", &c.n_ff));
+  RETURN_IF_ERROR(required("context_length", &c.context_length));
+  c.n_head_kv = c.n_head;
+  if (file.Find(a + "attention.head_count_kv")) RETURN_IF_ERROR(required("attention.head_count_kv", &c.n_head_kv));
+  if (c.n_head % c.n_head_kv != 0) {
+    return InvalidArgumentError(std::to_string(c.n_head) + " attention heads cannot be grouped over " +
+                                std::to_string(c.n_head_kv) + " KV heads");
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  if (file.Find(a + "attention.key_length")) RETURN_IF_ERROR(required("attention.key_length", &c.head_dim));
+  if (file.Find(a + "attention.value_length")) {
+    int64_t value_length = 0;
+    RETURN_IF_ERROR(required("attention.value_length", &value_length));
+    if (value_length != c.head_dim) {
+      return UnimplementedError("key length " + std::to_string(c.head_dim) + " != value length " +
+                                std::to_string(value_length));
+    }
+  }
+  if (c.head_dim % 2 != 0) return InvalidArgumentError("head dimension must be even for rope");
+  int64_t rope_dim = c.head_dim;
+  if (file.Find(a + "rope.dimension_count")) RETURN_IF_ERROR(required("rope.dimension_count", &rope_dim));
+  if (rope_dim > c.head_dim || rope_dim % 2 != 0) {
+    return InvalidArgumentError("rope.dimension_count " + std::to_string(rope_dim) +
+                                " must be even and at most the head dimension " + std::to_string(c.head_dim));
+  }
+  c.rope_dim = static_cast<int>(rope_dim);
+  if (auto eps = file.GetFloat(a + "attention.layer_norm_rms_epsilon"); eps.ok()) {
+    c.rms_norm_eps = static_cast<float>(*eps);
+  }
+  if (auto base = file.GetFloat(a + "rope.freq_base"); base.ok()) c.rope_base = static_cast<float>(*base);
+  c.rope_neox = c.architecture == "qwen2";
+  if (auto type = file.GetString(a + "rope.scaling.type"); type.ok() && *type != "none") {
+    if (*type != "linear") {
+      return UnimplementedError("rope scaling '" + *type + "' is not supported (linear is)");
+    }
+    ASSIGN_OR_RETURN(double factor, file.GetFloat(a + "rope.scaling.factor"));
+    if (factor <= 0) return InvalidArgumentError("rope.scaling.factor must be positive");
+    c.rope_position_scale = static_cast<float>(1.0 / factor);
+  }
+  const GgufTensorInfo* embd = file.FindTensor("token_embd.weight");
+  if (embd == nullptr) return InvalidArgumentError("tensor token_embd.weight is missing");
+  if (embd->shape.size() != 2 || embd->shape[0] != c.n_embd) {
+    return InvalidArgumentError("tensor token_embd.weight: expected shape [" + std::to_string(c.n_embd) +
+                                ", n_vocab], file has " + embd->ShapeString());
+  }
+  c.n_vocab = embd->shape[1];
+  return c;
+}
+
+}  // namespace tachyon

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/model_command.h"
+#include "cli/run_command.h"
 #include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tachyon::cli::AddModelCommand(app, &exit_code);
   tachyon::cli::AddTokenizeCommand(app, &exit_code);
+  tachyon::cli::AddRunCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

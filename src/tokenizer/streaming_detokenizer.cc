@@ -5,7 +5,12 @@
 namespace tachyon {
 
 std::string StreamingDetokenizer::Add(TokenId id) {
-  return AddBytes(tokenizer_.TokenToPiece(id, special_));
+  std::string piece = tokenizer_.TokenToPiece(id, special_);
+  if (strip_leading_space_ && !piece.empty()) {
+    if (piece[0] == ' ' && tokenizer_.vocab().add_space_prefix()) piece.erase(0, 1);
+    strip_leading_space_ = false;
+  }
+  return AddBytes(piece);
 }
 
 std::string StreamingDetokenizer::AddBytes(std::string_view bytes) {

@@ -15,9 +15,12 @@ namespace tachyon {
 class StreamingDetokenizer {
  public:
   // special: render control tokens' text. Generated text keeps SentencePiece's
-  // leading space (it separates the continuation from the prompt).
-  explicit StreamingDetokenizer(const Tokenizer& tokenizer, bool special = false)
-      : tokenizer_(tokenizer), special_(special) {}
+  // leading space (it separates the continuation from the prompt), unless
+  // strip_leading_space: for text that starts right after BOS, where
+  // SentencePiece decoders drop the space of the first piece.
+  explicit StreamingDetokenizer(const Tokenizer& tokenizer, bool special = false,
+                                bool strip_leading_space = false)
+      : tokenizer_(tokenizer), special_(special), strip_leading_space_(strip_leading_space) {}
 
   // Text that is complete after `id` (possibly empty).
   std::string Add(TokenId id);
@@ -31,6 +34,7 @@ class StreamingDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   bool special_;
+  bool strip_leading_space_;  // until the first non-empty piece
   std::string pending_;
 };
 

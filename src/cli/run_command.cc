@@ -1,0 +1,191 @@
+#include "cli/run_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "base/thread_pool.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/streaming_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon::cli {
+namespace {
+
+struct RunFlags {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;
+  int n = 128;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  int threads = ThreadPool::PhysicalCores();
+  bool chat = false;
+  std::string chat_template;
+  std::string system;
+  bool print_ids = false;
+  bool ignore_eos = false;
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
+  return 1;
+}
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+StatusOr<std::vector<TokenId>> ParsePromptIds(const std::string& text, int64_t n_vocab) {
+  std::vector<TokenId> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    long value = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || value < 0 || value >= n_vocab) {
+      return InvalidArgumentError("--prompt-ids: '" + item + "' is not a token id of this model (0.." +
+                                  std::to_string(n_vocab - 1) + ")");
+    }
+    ids.push_back(TokenId(static_cast<int32_t>(value)));
+  }
+  if (ids.empty()) return InvalidArgumentError("--prompt-ids is empty");
+  return ids;
+}
+
+StatusOr<std::vector<TokenId>> PromptTokens(const RunFlags& flags, const Model& model, const Tokenizer& tok) {
+  if (!flags.prompt_ids.empty()) return ParsePromptIds(flags.prompt_ids, model.config().n_vocab);
+  if (!flags.chat) {
+    std::vector<TokenId> ids = tok.Encode(flags.prompt, {.add_special = true});
+    if (ids.empty()) return InvalidArgumentError("the prompt is empty and the model adds no BOS; pass -p");
+    return ids;
+  }
+  ASSIGN_OR_RETURN(ChatTemplate chat, ChatTemplate::ForModel(model.file(), flags.chat_template));
+  std::vector<ChatMessage> messages;
+  if (!flags.system.empty()) messages.push_back({"system", flags.system});
+  messages.push_back({"user", flags.prompt});
+  ASSIGN_OR_RETURN(std::string text, chat.Render(messages));
+  return tok.Encode(text, {.add_special = true, .parse_special = true});
+}
+
+int Run(const RunFlags& flags) {
+  if (flags.n < 0) return Fail("-n must be >= 0");
+  StatusOr<std::unique_ptr<Model>> model = Model::Load(flags.model);
+  if (!model.ok()) return Fail(model.status().message());
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf((*model)->file());
+  if (!tokenizer.ok()) return Fail(flags.model + ": " + tokenizer.status().message());
+  const Model& m = **model;
+  const Tokenizer& tok = **tokenizer;
+  const ModelConfig& c = m.config();
+
+  StatusOr<std::vector<TokenId>> prompt = PromptTokens(flags, m, tok);
+  if (!prompt.ok()) return Fail(prompt.status().message());
+  const int64_t total = static_cast<int64_t>(prompt->size()) + flags.n;
+  if (total > c.context_length) {
+    return Fail("the prompt (" + std::to_string(prompt->size()) + " tokens) plus -n " + std::to_string(flags.n) +
+                " exceeds the model's context length of " + std::to_string(c.context_length));
+  }
+  constexpr int kBlockSize = 16;
+  KvBuffer kv(c, kBlockSize, (total + kBlockSize - 1) / kBlockSize);
+  std::vector<int32_t> block_table(kv.num_blocks());
+  for (int32_t b = 0; b < kv.num_blocks(); ++b) block_table[b] = b;
+  ThreadPool pool(flags.threads);
+  Sampler sampler({.temperature = flags.temperature,
+                   .top_k = flags.top_k,
+                   .top_p = flags.top_p,
+                   .min_p = flags.min_p,
+                   .repetition_penalty = flags.repeat_penalty,
+                   .seed = flags.seed});
+  // Text generated right after a lone BOS drops SentencePiece's leading space, as llama2.c does.
+  const bool after_bos_only = prompt->size() == 1 && tok.vocab().bos() && (*prompt)[0] == *tok.vocab().bos();
+  StreamingDetokenizer detok(tok, /*special=*/false, /*strip_leading_space=*/after_bos_only);
+  if (!flags.print_ids && flags.prompt_ids.empty() && !flags.chat) {
+    std::fputs(flags.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  auto step = [&](const std::vector<TokenId>& tokens, int64_t first_position) {
+    ForwardBatch batch;
+    batch.tokens = tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      batch.positions.push_back(first_position + static_cast<int64_t>(i));
+      batch.sequence_index.push_back(0);
+    }
+    batch.sequences.push_back({block_table.data(), static_cast<int64_t>(block_table.size())});
+    batch.logit_tokens.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    return m.Forward(batch, kv, pool);
+  };
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<float> logits = step(*prompt, 0);
+  const double prompt_seconds = Seconds(start);
+
+  std::vector<TokenId> generated;
+  start = std::chrono::steady_clock::now();
+  int64_t position = static_cast<int64_t>(prompt->size());
+  for (int i = 0; i < flags.n; ++i) {
+    TokenId next = sampler.Sample(logits, generated);
+    if (!flags.ignore_eos && tok.vocab().IsEndOfGeneration(next)) break;
+    generated.push_back(next);
+    if (!flags.print_ids) {
+      std::fputs(detok.Add(next).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == flags.n) break;  // the last token needs no forward pass
+    logits = step({next}, position++);
+  }
+  const double gen_seconds = Seconds(start);
+  if (flags.print_ids) {
+    for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? " " : "", generated[i].value());
+    std::printf("\n");
+  } else {
+    std::fputs(detok.Flush().c_str(), stdout);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  const size_t num_prompt = prompt->size();
+  const size_t num_forwards = generated.empty() ? 0 : generated.size() - 1;
+  std::fprintf(stderr, "\nprompt: %zu tokens in %.1f ms (%.1f tokens/s)\n", num_prompt, prompt_seconds * 1e3,
+               num_prompt / std::max(prompt_seconds, 1e-9));
+  std::fprintf(stderr, "generation: %zu tokens in %.1f ms (%.1f tokens/s, %.2f ms/token), %d threads\n",
+               generated.size(), gen_seconds * 1e3,
+               num_forwards / std::max(gen_seconds, 1e-9), num_forwards ? gen_seconds * 1e3 / num_forwards : 0.0,
+               flags.threads);
+  return 0;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Generate from a prompt, streaming text to stdout, e.g. tachyon run --model m.gguf -p \"Once upon a time\" -n 64 --temp 0");
+  cmd->add_option("--model", flags->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", flags->prompt, "Prompt text");
+  cmd->add_option("--prompt-ids", flags->prompt_ids, "Prompt as token ids, e.g. 1,2,3 (instead of text)");
+  cmd->add_option("-n", flags->n, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--temp", flags->temperature, "Temperature; 0 is greedy")->capture_default_str();
+  cmd->add_option("--top-k", flags->top_k, "Top-k; 0 keeps all tokens")->capture_default_str();
+  cmd->add_option("--top-p", flags->top_p, "Top-p (nucleus); 1 is off")->capture_default_str();
+  cmd->add_option("--min-p", flags->min_p, "Min-p; 0 is off")->capture_default_str();
+  cmd->add_option("--repeat-penalty", flags->repeat_penalty, "Repetition penalty; 1 is off")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Sampling seed (same seed, same tokens)")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "Worker threads (default: physical cores)")->capture_default_str();
+  cmd->add_flag("--chat", flags->chat, "Send the prompt as a user message through the model's chat template");
+  cmd->add_option("--chat-template", flags->chat_template,
+                  "With --chat: template family instead of the model's (chatml, llama3, llama2, mistral, "
+                  "mistral-v7, phi3, gemma, deepseek, deepseek3, zephyr)");
+  cmd->add_option("--system", flags->system, "With --chat: a system message");
+  cmd->add_flag("--print-ids", flags->print_ids, "Print the generated token ids (one line) instead of text");
+  cmd->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop at end-of-generation tokens: generate exactly -n");
+  cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });
+}
+
+}  // namespace tachyon::cli

@@ -1,0 +1,53 @@
+// Sampler: picks the next token from a row of logits.
+//
+// Order of operations: logit bias; repetition penalty (CTRL-style: positive
+// logits divided, negative multiplied) and OpenAI presence / frequency
+// penalties over the tokens generated so far; then greedy argmax when
+// temperature is 0, else temperature, top-k, softmax, top-p, min-p and a draw
+// from a seeded generator. The same seed and inputs give the same tokens.
+// Pure: no I/O, no clock, no global state.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "base/strong_id.h"
+
+namespace tachyon {
+
+struct SamplingParams {
+  float temperature = 1.0f;        // 0: greedy
+  int top_k = 0;                   // 0: all tokens
+  float top_p = 1.0f;              // nucleus; 1: off
+  float min_p = 0.0f;              // drop tokens below min_p * p(most likely); 0: off
+  float repetition_penalty = 1.0f; // 1: off
+  float presence_penalty = 0.0f;   // subtracted once from every token already generated
+  float frequency_penalty = 0.0f;  // subtracted per occurrence
+  uint64_t seed = 0;
+  std::vector<std::pair<TokenId, float>> logit_bias;  // added to the logits first
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams params) : params_(std::move(params)), rng_(params_.seed) {}
+
+  const SamplingParams& params() const { return params_; }
+
+  // logits [n_vocab] (modified in place); generated: tokens produced so far.
+  TokenId Sample(std::span<float> logits, std::span<const TokenId> generated);
+
+  // The index of the largest logit, lowest on ties.
+  static TokenId Argmax(std::span<const float> logits);
+
+ private:
+  void ApplyPenalties(std::span<float> logits, std::span<const TokenId> generated) const;
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // scratch: (logit or prob, id)
+};
+
+}  // namespace tachyon

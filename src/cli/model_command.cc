@@ -9,6 +9,7 @@
 #include "cli/format.h"
 #include "gguf/gguf_file.h"
 #include "model/model_gen.h"
+#include "model/model_quantize.h"
 #include "model/model_shape.h"
 #include "model/model_summary.h"
 
@@ -58,15 +59,11 @@ int RunGen(const GenFlags& flags) {
     for (const ModelShape& s : BuiltinModelShapes()) known += (known.empty() ? "" : ", ") + s.name;
     return Fail(InvalidArgumentError("unknown shape '" + flags.shape + "' (known: " + known + ")"));
   }
-  StatusOr<GgmlType> type = ParseGgmlType(flags.type);
-  if (!type.ok()) return Fail(type.status());
-  if (!IsModelGenType(*type)) {
-    return Fail(InvalidArgumentError("model gen writes f32, f16, bf16, q8_0 or q4_0, not " +
-                                     flags.type));
-  }
+  StatusOr<QuantScheme> scheme = ParseQuantScheme(flags.type);
+  if (!scheme.ok()) return Fail(scheme.status());
   auto start = std::chrono::steady_clock::now();
   StatusOr<ModelGenResult> result = GenerateRandomModel({.shape = shape,
-                                                         .type = *type,
+                                                         .scheme = *scheme,
                                                          .seed = flags.seed,
                                                          .vocab_path = flags.vocab,
                                                          .out_path = flags.out,
@@ -74,10 +71,30 @@ int RunGen(const GenFlags& flags) {
   if (!result.ok()) return Fail(result.status());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: shape %s, %s, %s parameters, vocab %lld, %s in %.1f s\n",
-              flags.out.c_str(), shape->name.c_str(), GgmlTypeName(*type),
+              flags.out.c_str(), shape->name.c_str(), scheme->name.c_str(),
               FormatCount(result->num_parameters).c_str(),
               static_cast<long long>(result->vocab_size), FormatBytes(result->file_bytes).c_str(),
               seconds);
+  return 0;
+}
+
+// ---- model quantize --------------------------------------------------------
+
+struct QuantizeFlags {
+  std::string in, out, type;
+  int threads = ThreadPool::PhysicalCores();
+};
+
+int RunQuantize(const QuantizeFlags& flags) {
+  StatusOr<QuantScheme> scheme = ParseQuantScheme(flags.type);
+  if (!scheme.ok()) return Fail(scheme.status());
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<QuantizeResult> result = QuantizeModel(flags.in, flags.out, *scheme, flags.threads);
+  if (!result.ok()) return Fail(result.status());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s: %s, %d of %d tensors requantized, %s -> %s in %.1f s\n", flags.out.c_str(),
+              scheme->name.c_str(), result->num_requantized, result->num_tensors,
+              FormatBytes(result->input_bytes).c_str(), FormatBytes(result->output_bytes).c_str(), seconds);
   return 0;
 }
 
@@ -260,7 +277,8 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       "e.g. tachyon model gen --shape llama-1b --type q4_0 --out /tmp/m.gguf");
   gen->add_option("--shape", gen_flags->shape, "Model shape (see --list)");
   gen->add_option("--type", gen_flags->type,
-                  "Weight type of the matrices: f32, f16, bf16, q8_0, q4_0 (norms stay f32)")
+                  "Weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, or q4_k_m "
+                  "(llama.cpp's Q4_K/Q6_K mix); norms stay f32")
       ->capture_default_str();
   gen->add_option("--seed", gen_flags->seed, "Seed; the same seed writes a byte-identical file")
       ->capture_default_str();
@@ -271,6 +289,18 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   gen->add_option("--threads", gen_flags->threads, "Worker threads")->capture_default_str();
   gen->add_flag("--list", gen_flags->list, "List the shapes and exit");
   gen->callback([gen_flags, exit_code] { *exit_code = RunGen(*gen_flags); });
+
+  auto quantize_flags = std::make_shared<QuantizeFlags>();
+  CLI::App* quantize = model->add_subcommand(
+      "quantize", "Rewrite a GGUF model with its weight matrices in another type, "
+                  "e.g. tachyon model quantize in.gguf out.gguf --type q4_k_m");
+  quantize->add_option("in", quantize_flags->in, "Input GGUF model")->required();
+  quantize->add_option("out", quantize_flags->out, "Output GGUF path")->required();
+  quantize->add_option("--type", quantize_flags->type,
+                       "q8_0, q4_0, q4_k, q6_k, q4_k_m (llama.cpp's mix), f16, bf16 or f32")
+      ->required();
+  quantize->add_option("--threads", quantize_flags->threads, "Worker threads")->capture_default_str();
+  quantize->callback([quantize_flags, exit_code] { *exit_code = RunQuantize(*quantize_flags); });
 
   auto info_flags = std::make_shared<InfoFlags>();
   CLI::App* info = model->add_subcommand(

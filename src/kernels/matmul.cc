@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "kernels/block_formats.h"
 #include "kernels/cpu_features.h"
+#include "kernels/ref/kquants.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/x86/dot_avx2.h"
@@ -18,9 +19,12 @@ constexpr int64_t kRowTile = 16;
 
 using DotFn = float (*)(const void* w_row, const void* x_row, int64_t n);
 
+// The form the activations are given to the dot product in.
+enum class ActivationFormat { kF32, kQ8_0, kQ8_K };
+
 struct Kernel {
   DotFn dot;
-  bool quantized_activations;  // x as Q8_0 blocks, else as floats
+  ActivationFormat activations;
 };
 
 template <float (*F)(const float*, const float*, int64_t)>
@@ -35,14 +39,17 @@ float DotU16Adapter(const void* w, const void* x, int64_t n) {
 Kernel SelectKernel(GgmlType type, KernelPath path) {
   const bool simd = path == KernelPath::kAuto && CpuHasAvx2();
   switch (type) {
+    using A = ActivationFormat;
     case GgmlType::kF32:
-      return {simd ? DotF32Adapter<avx2::DotF32> : DotF32Adapter<ref::DotF32>, false};
+      return {simd ? DotF32Adapter<avx2::DotF32> : DotF32Adapter<ref::DotF32>, A::kF32};
     case GgmlType::kF16:
-      return {simd ? DotU16Adapter<avx2::DotF16> : DotU16Adapter<ref::DotF16>, false};
+      return {simd ? DotU16Adapter<avx2::DotF16> : DotU16Adapter<ref::DotF16>, A::kF32};
     case GgmlType::kBF16:
-      return {simd ? DotU16Adapter<avx2::DotBF16> : DotU16Adapter<ref::DotBF16>, false};
-    case GgmlType::kQ8_0: return {simd ? avx2::DotQ8_0Q8_0 : ref::DotQ8_0Q8_0, true};
-    case GgmlType::kQ4_0: return {simd ? avx2::DotQ4_0Q8_0 : ref::DotQ4_0Q8_0, true};
+      return {simd ? DotU16Adapter<avx2::DotBF16> : DotU16Adapter<ref::DotBF16>, A::kF32};
+    case GgmlType::kQ8_0: return {simd ? avx2::DotQ8_0Q8_0 : ref::DotQ8_0Q8_0, A::kQ8_0};
+    case GgmlType::kQ4_0: return {simd ? avx2::DotQ4_0Q8_0 : ref::DotQ4_0Q8_0, A::kQ8_0};
+    case GgmlType::kQ4_K: return {simd ? avx2::DotQ4_KQ8_K : ref::DotQ4_KQ8_K, A::kQ8_K};
+    case GgmlType::kQ6_K: return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K};
     default: CHECK(false) << "MatMul has no kernel for " << GgmlTypeName(type); return {};
   }
 }
@@ -52,7 +59,7 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
 bool IsMatMulType(GgmlType type) {
   switch (type) {
     case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16:
-    case GgmlType::kQ8_0: case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_K: case GgmlType::kQ6_K:
       return true;
     default:
       return false;
@@ -67,15 +74,18 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
   std::vector<uint8_t> quantized;
   const uint8_t* xs = reinterpret_cast<const uint8_t*>(x);
   uint64_t x_row_bytes = w.cols * sizeof(float);
-  if (kernel.quantized_activations) {
-    x_row_bytes = *GgmlRowBytes(GgmlType::kQ8_0, w.cols);
+  if (kernel.activations != ActivationFormat::kF32) {
+    const bool k_quant = kernel.activations == ActivationFormat::kQ8_K;
+    x_row_bytes = *GgmlRowBytes(k_quant ? GgmlType::kQ8_K : GgmlType::kQ8_0, w.cols);
     quantized.resize(num_tokens * x_row_bytes);
     const bool simd = path == KernelPath::kAuto && CpuHasAvx2();
     pool.ParallelFor(num_tokens, [&](size_t begin, size_t end, int) {
       for (size_t t = begin; t < end; ++t) {
         const float* row = x + t * w.cols;
         uint8_t* out = quantized.data() + t * x_row_bytes;
-        if (simd) {
+        if (k_quant) {
+          ref::QuantizeActivationsQ8_K(row, out, w.cols);
+        } else if (simd) {
           avx2::QuantizeActivationsQ8_0(row, out, w.cols);
         } else {
           ref::QuantizeActivationsQ8_0(row, out, w.cols);

@@ -4,9 +4,9 @@
 // the input size; ne1 = rows, the output size). Each weight row is read once
 // per call whatever the number of tokens (rows are tiled, and every token of
 // the batch uses a tile while it is in cache): that is what makes batched
-// decoding cheap. Quantized weights (Q8_0, Q4_0) are multiplied with the
-// activations quantized to Q8_0, as llama.cpp does; F32/F16/BF16 weights with
-// float activations. Work is split over rows on the given ThreadPool.
+// decoding cheap. Quantized weights are multiplied with the activations
+// quantized as llama.cpp does (Q8_0 for Q8_0/Q4_0, Q8_K for Q4_K/Q6_K);
+// F32/F16/BF16 weights with float activations. Work is split over rows on the given ThreadPool.
 #pragma once
 
 #include <cstdint>

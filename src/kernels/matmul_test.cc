@@ -50,7 +50,7 @@ TEST_P(MatMulTest, MatchesDequantizedProductWithinTypeTolerance) {
   std::vector<float> x = RandomActivations(tokens * cols, 12), y(tokens * rows);
   ThreadPool pool(2);
   MatMul(m.view, x.data(), tokens, y.data(), pool);
-  // Quantized types also quantize the activations (to Q8_0): relative error ~1%.
+  // Quantized types also quantize the activations (to Q8_0 or Q8_K): relative error ~1%.
   const float tolerance = GetGgmlTypeTraits(type).is_quantized ? 2e-2f : 1e-5f;
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -66,7 +66,7 @@ TEST_P(MatMulTest, MatchesDequantizedProductWithinTypeTolerance) {
 
 TEST_P(MatMulTest, BatchRowsEqualSingleTokenRowsAndThreadCountsAgree) {
   const GgmlType type = GetParam();
-  const int64_t rows = 33, cols = 128, tokens = 7;
+  const int64_t rows = 33, cols = 256, tokens = 7;
   Matrix m = MakeMatrix(type, rows, cols, 21);
   std::vector<float> x = RandomActivations(tokens * cols, 22), batch(tokens * rows);
   ThreadPool one(1), three(3);
@@ -85,7 +85,8 @@ TEST_P(MatMulTest, BatchRowsEqualSingleTokenRowsAndThreadCountsAgree) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MatMulTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                           GgmlType::kQ8_0, GgmlType::kQ4_0),
+                                           GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
+                                           GgmlType::kQ6_K),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 }  // namespace

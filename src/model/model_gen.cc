@@ -68,9 +68,10 @@ void FillRopeFreqs(const ModelShape& shape, float* row, int64_t n) {
   }
 }
 
-std::vector<TensorPlan> PlanTensors(const ModelShape& shape, GgmlType type, int64_t vocab_size) {
+std::vector<TensorPlan> PlanTensors(const ModelShape& shape, const QuantScheme& scheme, int64_t vocab_size) {
   const int64_t e = shape.n_embd, q = shape.n_head * shape.head_dim(),
                 kv = shape.n_head_kv * shape.head_dim(), ff = shape.n_ff;
+  const GgmlType type = scheme.base;  // placeholder; each tensor's type is chosen below
   std::vector<TensorPlan> plan;
   plan.push_back({"token_embd.weight", type, {e, vocab_size}, Init::kNormal});
   if (shape.rope_scaling.factor > 0) {
@@ -95,17 +96,26 @@ std::vector<TensorPlan> PlanTensors(const ModelShape& shape, GgmlType type, int6
   if (!shape.tied_embeddings) {
     plan.push_back({"output.weight", type, {e, vocab_size}, Init::kNormal});
   }
+  for (TensorPlan& t : plan) {
+    const bool is_output = t.name == "output.weight" || (shape.tied_embeddings && t.name == "token_embd.weight");
+    t.type = TensorTypeFor(scheme, {.name = t.name,
+                                    .row_length = t.shape[0],
+                                    .num_dims = static_cast<int>(t.shape.size()),
+                                    .layer = LayerOfTensor(t.name),
+                                    .num_layers = static_cast<int>(shape.n_layer),
+                                    .is_output = is_output});
+  }
   return plan;
 }
 
-void SetArchitectureMetadata(const ModelShape& shape, GgmlType type, int64_t vocab_size,
+void SetArchitectureMetadata(const ModelShape& shape, const QuantScheme& scheme, int64_t vocab_size,
                              GgufWriter* writer) {
   const std::string& a = shape.architecture;
   auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
   writer->SetMetadata("general.architecture", GgufValue(a));
   writer->SetMetadata("general.name", GgufValue("tachyon random " + shape.name));
-  writer->SetMetadata("general.file_type", GgufValue(FileTypeOf(type)));
-  if (GetGgmlTypeTraits(type).is_quantized) {
+  writer->SetMetadata("general.file_type", GgufValue(scheme.file_type));
+  if (GetGgmlTypeTraits(scheme.base).is_quantized) {
     writer->SetMetadata("general.quantization_version", GgufValue(uint32_t{2}));
   }
   writer->SetMetadata(a + ".vocab_size", u32(vocab_size));
@@ -141,19 +151,6 @@ void GenerateRows(const TensorPlan& plan, const ModelShape& shape, uint64_t tens
 }
 
 }  // namespace
-
-bool IsModelGenType(GgmlType type) { return ref::CanQuantizeTo(type); }
-
-uint32_t FileTypeOf(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ4_0: return 2;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kBF16: return 32;
-    default: CHECK(false) << "no file type for " << GgmlTypeName(type); return 0;
-  }
-}
 
 StatusOr<std::vector<GgufKeyValue>> LoadVocabMetadata(const std::string& path) {
   ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
@@ -197,10 +194,6 @@ std::vector<GgufKeyValue> BuiltinByteVocab() {
 StatusOr<ModelGenResult> GenerateRandomModel(const ModelGenOptions& options) {
   CHECK(options.shape != nullptr);
   const ModelShape& shape = *options.shape;
-  if (!IsModelGenType(options.type)) {
-    return InvalidArgumentError(std::string("model gen cannot write ") + GgmlTypeName(options.type) +
-                                " weights (it writes F32, F16, BF16, Q8_0, Q4_0)");
-  }
   std::vector<GgufKeyValue> vocab;
   if (options.vocab_path.empty()) {
     vocab = BuiltinByteVocab();
@@ -213,10 +206,10 @@ StatusOr<ModelGenResult> GenerateRandomModel(const ModelGenOptions& options) {
   }
 
   GgufWriter writer;
-  SetArchitectureMetadata(shape, options.type, vocab_size, &writer);
+  SetArchitectureMetadata(shape, options.scheme, vocab_size, &writer);
   for (const GgufKeyValue& kv : vocab) writer.SetMetadata(kv.key, kv.value);
 
-  std::vector<TensorPlan> plan = PlanTensors(shape, options.type, vocab_size);
+  std::vector<TensorPlan> plan = PlanTensors(shape, options.scheme, vocab_size);
   for (const TensorPlan& t : plan) {
     RETURN_IF_ERROR(writer.AddTensor(t.name, t.type, t.shape)
                         .WithContext("shape " + shape.name + " with type " + GgmlTypeName(t.type)));

@@ -17,12 +17,13 @@
 #include "gguf/ggml_type.h"
 #include "gguf/gguf_file.h"
 #include "model/model_shape.h"
+#include "model/quant_scheme.h"
 
 namespace tachyon {
 
 struct ModelGenOptions {
   const ModelShape* shape = nullptr;
-  GgmlType type = GgmlType::kF16;  // of the 2-D weight matrices; 1-D tensors stay F32
+  QuantScheme scheme = {"f16", GgmlType::kF16, false, 1};  // types of the matrices; 1-D tensors stay F32
   uint64_t seed = 0;
   std::string vocab_path;  // GGUF whose tokenizer.* keys are copied; empty: built-in byte vocab
   std::string out_path;
@@ -34,12 +35,6 @@ struct ModelGenResult {
   int64_t vocab_size = 0;
   uint64_t file_bytes = 0;
 };
-
-// The types `model gen` writes: F32, F16, BF16, Q8_0, Q4_0.
-bool IsModelGenType(GgmlType type);
-
-// general.file_type (llama_ftype) of a file whose matrices are all `type`.
-uint32_t FileTypeOf(GgmlType type);
 
 // The tokenizer.* entries of a GGUF file (vocab-only or a whole model).
 StatusOr<std::vector<GgufKeyValue>> LoadVocabMetadata(const std::string& path);

@@ -17,7 +17,7 @@ std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/
 
 ModelGenResult Generate(const ModelShape& shape, GgmlType type, uint64_t seed,
                         const std::string& path, int threads = 2, std::string vocab = "") {
-  StatusOr<ModelGenResult> result = GenerateRandomModel({.shape = &shape, .type = type,
+  StatusOr<ModelGenResult> result = GenerateRandomModel({.shape = &shape, .scheme = PureScheme(type),
                                                          .seed = seed, .vocab_path = vocab,
                                                          .out_path = path, .num_threads = threads});
   EXPECT_TRUE(result.ok()) << result.status().ToString();
@@ -109,7 +109,8 @@ TEST(ModelGenTest, QuantizedTypesEncodeTheSameWeights) {
   };
   // Weights are within ~5.8 std (0.116); error bounds are one quantization step.
   for (Case c : {Case{GgmlType::kF16, 1e-4f, 1}, Case{GgmlType::kBF16, 5e-4f, 32},
-                 Case{GgmlType::kQ8_0, 0.116f / 127, 7}, Case{GgmlType::kQ4_0, 0.116f / 8, 2}}) {
+                 Case{GgmlType::kQ8_0, 0.116f / 127, 7}, Case{GgmlType::kQ4_0, 0.116f / 8, 2},
+                 Case{GgmlType::kQ6_K, 0.116f / 16, 18}}) {
     std::string path = TempPath("gen_q_other.gguf");
     Generate(shape, c.type, 3, path);
     StatusOr<GgufFile> q = GgufFile::Open(path);
@@ -191,19 +192,38 @@ TEST(ModelGenTest, ClearErrors) {
   const ModelShape& shape = *FindModelShape("tiny");
   std::string path = TempPath("gen_errors.gguf");
   StatusOr<ModelGenResult> missing = GenerateRandomModel(
-      {.shape = &shape, .type = GgmlType::kF16, .vocab_path = "/nonexistent/vocab.gguf",
+      {.shape = &shape, .scheme = PureScheme(GgmlType::kF16), .vocab_path = "/nonexistent/vocab.gguf",
        .out_path = path});
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  StatusOr<ModelGenResult> ktype =
-      GenerateRandomModel({.shape = &shape, .type = GgmlType::kQ6_K, .out_path = path});
-  ASSERT_FALSE(ktype.ok());
-  EXPECT_NE(ktype.status().message().find("cannot write Q6_K"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(path));
+  StatusOr<QuantScheme> bad_type = ParseQuantScheme("q3_k");
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.status().message().find("unknown type 'q3_k'"), std::string::npos);
   StatusOr<ModelGenResult> bad_dir = GenerateRandomModel(
-      {.shape = &shape, .type = GgmlType::kF16, .out_path = "/nonexistent/dir/m.gguf"});
+      {.shape = &shape, .scheme = PureScheme(GgmlType::kF16), .out_path = "/nonexistent/dir/m.gguf"});
   ASSERT_FALSE(bad_dir.ok());
   EXPECT_EQ(bad_dir.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(QuantSchemeTest, Q4KMMixesLikeLlamaCpp) {
+  QuantScheme m = *ParseQuantScheme("Q4_K_M");
+  auto type = [&](std::string_view name, int64_t ne0, int layer, bool output = false) {
+    return TensorTypeFor(m, {.name = name, .row_length = ne0, .num_dims = 2, .layer = layer,
+                             .num_layers = 16, .is_output = output});
+  };
+  EXPECT_EQ(type("output.weight", 2048, -1, true), GgmlType::kQ6_K);
+  EXPECT_EQ(type("blk.0.attn_v.weight", 2048, 0), GgmlType::kQ6_K) << "first eighth";
+  EXPECT_EQ(type("blk.15.ffn_down.weight", 8192, 15), GgmlType::kQ6_K) << "last eighth";
+  EXPECT_EQ(type("blk.4.ffn_down.weight", 8192, 4), GgmlType::kQ6_K) << "(4 - 2) % 3 == 2";
+  EXPECT_EQ(type("blk.3.ffn_down.weight", 8192, 3), GgmlType::kQ4_K);
+  EXPECT_EQ(type("blk.3.attn_q.weight", 2048, 3), GgmlType::kQ4_K);
+  EXPECT_EQ(type("blk.3.attn_q.weight", 576, 3), GgmlType::kQ4_0) << "576 is not a multiple of 256";
+  EXPECT_EQ(type("output.weight", 576, -1, true), GgmlType::kQ8_0);
+  EXPECT_EQ(TensorTypeFor(m, {.name = "blk.0.attn_norm.weight", .row_length = 2048, .num_dims = 1}),
+            GgmlType::kF32);
+  EXPECT_EQ(LayerOfTensor("blk.12.attn_k.weight"), 12);
+  EXPECT_EQ(LayerOfTensor("token_embd.weight"), -1);
 }
 
 TEST(ModelShapeTest, ParameterCountsOfRealModels) {

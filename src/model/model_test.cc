@@ -11,6 +11,7 @@
 
 #include "gguf/gguf_writer.h"
 #include "model/model_gen.h"
+#include "model/quant_scheme.h"
 
 namespace tachyon {
 namespace {
@@ -20,7 +21,7 @@ std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/
 std::unique_ptr<Model> Generate(const ModelShape& shape, GgmlType type, const std::string& name) {
   std::string path = TempPath(name);
   StatusOr<ModelGenResult> gen =
-      GenerateRandomModel({.shape = &shape, .type = type, .seed = 9, .out_path = path, .num_threads = 2});
+      GenerateRandomModel({.shape = &shape, .scheme = PureScheme(type), .seed = 9, .out_path = path, .num_threads = 2});
   EXPECT_TRUE(gen.ok()) << gen.status().ToString();
   StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
@@ -142,7 +143,7 @@ Status RewriteWith(const std::string& in, const std::string& out,
 TEST(ModelTest, BrokenFilesFailToLoadWithClearErrors) {
   const ModelShape& tiny = *FindModelShape("tiny");
   std::string good = TempPath("model_good.gguf"), bad = TempPath("model_bad.gguf");
-  ASSERT_TRUE(GenerateRandomModel({.shape = &tiny, .type = GgmlType::kF32, .out_path = good}).ok());
+  ASSERT_TRUE(GenerateRandomModel({.shape = &tiny, .scheme = PureScheme(GgmlType::kF32), .out_path = good}).ok());
 
   ASSERT_TRUE(RewriteWith(good, bad, [](GgufTensorInfo& t) {
     if (t.name == "blk.3.attn_q.weight") t.shape = {256, 128};

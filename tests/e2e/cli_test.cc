@@ -113,7 +113,7 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_NE(shape.err.find("unknown shape 'llama-70b'"), std::string::npos) << shape.err;
   CommandResult type = RunTachyon("model gen --shape tiny --type q5_k --out /tmp/x.gguf");
   EXPECT_EQ(type.exit_code, 1);
-  EXPECT_NE(type.err.find("not q5_k"), std::string::npos) << type.err;
+  EXPECT_NE(type.err.find("unknown type 'q5_k'"), std::string::npos) << type.err;
   CommandResult missing = RunTachyon("model gen --shape tiny");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("--out"), std::string::npos);
@@ -128,6 +128,25 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_EQ(absent.exit_code, 1);
   EXPECT_NE(absent.err.find("No such file"), std::string::npos) << absent.err;
   fs::remove(corrupt);
+}
+
+TEST(CliTest, QuantizeThenRun) {
+  std::string models = SharedDir() + "/fixtures/models";
+  if (!fs::exists(models + "/stories260K.gguf")) GTEST_SKIP() << models << " is absent (needs ../shared)";
+  std::string out = TempPath("e2e_stories_q8_0.gguf");
+  CommandResult q = RunTachyon("model quantize " + models + "/stories260K.gguf " + out + " --type q8_0");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(q.out.find("wrote " + out), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(RunTachyon("model info --json " + out).out);
+  EXPECT_EQ(j["file_type_name"], "Q8_0");
+  EXPECT_EQ(j["tensors_by_type"]["F16"], 5) << "ffn_down rows of 172 fit no 32-block: F16";
+  CommandResult run = RunTachyon("run --model " + out + " -p 'Once upon a time' -n 8 --temp 0");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+  CommandResult bad = RunTachyon("model quantize " + models + "/stories260K.gguf " + out + " --type q5_0");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("unknown type 'q5_0'"), std::string::npos) << bad.err;
+  fs::remove(out);
 }
 
 TEST(CliTest, TokenizeEncodesDecodesAndReadsJsonl) {

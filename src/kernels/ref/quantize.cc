@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "kernels/block_formats.h"
 #include "kernels/fp16.h"
+#include "kernels/ref/kquants.h"
 
 namespace tachyon::ref {
 
@@ -71,7 +72,7 @@ void DequantizeRowQ4_0(const void* in, float* y, int64_t n) {
 bool CanQuantizeTo(GgmlType type) {
   switch (type) {
     case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16:
-    case GgmlType::kQ8_0: case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_K: case GgmlType::kQ6_K:
       return true;
     default:
       return false;
@@ -95,6 +96,8 @@ void QuantizeRow(GgmlType type, const float* x, void* out, int64_t n) {
     }
     case GgmlType::kQ8_0: QuantizeRowQ8_0(x, out, n); return;
     case GgmlType::kQ4_0: QuantizeRowQ4_0(x, out, n); return;
+    case GgmlType::kQ4_K: QuantizeRowQ4_K(x, out, n); return;
+    case GgmlType::kQ6_K: QuantizeRowQ6_K(x, out, n); return;
     default: CHECK(false) << "no reference quantizer for " << GgmlTypeName(type);
   }
 }
@@ -116,6 +119,8 @@ void DequantizeRow(GgmlType type, const void* in, float* y, int64_t n) {
     }
     case GgmlType::kQ8_0: DequantizeRowQ8_0(in, y, n); return;
     case GgmlType::kQ4_0: DequantizeRowQ4_0(in, y, n); return;
+    case GgmlType::kQ4_K: DequantizeRowQ4_K(in, y, n); return;
+    case GgmlType::kQ6_K: DequantizeRowQ6_K(in, y, n); return;
     default: CHECK(false) << "no reference dequantizer for " << GgmlTypeName(type);
   }
 }

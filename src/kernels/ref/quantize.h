@@ -15,7 +15,7 @@ void DequantizeRowQ8_0(const void* in, float* y, int64_t n);
 void QuantizeRowQ4_0(const float* x, void* out, int64_t n);
 void DequantizeRowQ4_0(const void* in, float* y, int64_t n);
 
-// True for the types QuantizeRow / DequantizeRow handle: F32, F16, BF16, Q8_0, Q4_0.
+// True for the types QuantizeRow / DequantizeRow handle: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
 bool CanQuantizeTo(GgmlType type);
 
 // Writes n floats as `type` into out (GgmlRowBytes(type, n) bytes). CHECKs CanQuantizeTo(type).

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "kernels/block_formats.h"
+#include "kernels/ref/kquants.h"
 
 namespace tachyon::avx2 {
 namespace {
@@ -104,6 +105,84 @@ float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
     acc = _mm256_fmadd_ps(scale, DotInt8Block(wq, xq), acc);
   }
   return HorizontalSum(acc);
+}
+
+float DotQ4_KQ8_K(const void* w, const void* x, int64_t n) {
+  const BlockQ4_K* wb = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    uint8_t sc[8], mn[8];
+    int32_t sumi_mins = 0;
+    for (int j = 0; j < 8; ++j) {
+      ref::UnpackQ4KScale(wb[b].scales, j, &sc[j], &mn[j]);
+      sumi_mins += mn[j] * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
+    }
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      // 32 bytes hold sub-blocks 2j (low nibbles) and 2j+1 (high nibbles); both unsigned 0..15.
+      __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs + 32 * j));
+      __m256i lo = _mm256_and_si256(bits, low_mask);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low_mask);
+      __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs + 64 * j));
+      __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs + 64 * j + 32));
+      __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), _mm256_set1_epi16(sc[2 * j]));
+      __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(sc[2 * j + 1]));
+      acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    const int32_t sumi = _mm_cvtsi128_si32(s);
+    sum += _cvtsh_ss(wb[b].d) * xb[b].d * static_cast<float>(sumi) -
+           _cvtsh_ss(wb[b].dmin) * xb[b].d * static_cast<float>(sumi_mins);
+  }
+  return sum;
+}
+
+float DotQ6_KQ8_K(const void* w, const void* x, int64_t n) {
+  const BlockQ6_K* wb = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const int8_t* sc = wb[b].scales;
+    // q is stored as q + 32 (unsigned 0..63): subtract 32 * sum(y) per group afterwards.
+    int32_t offset = 0;
+    for (int g = 0; g < 16; ++g) offset += sc[g] * xb[b].bsums[g];
+    __m256i acc = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = wb[b].ql + 64 * half;
+      const uint8_t* qh = wb[b].qh + 32 * half;
+      __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(h, two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two_bits), 4)),
+      };
+      for (int s = 0; s < 4; ++s) {
+        __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs + 128 * half + 32 * s));
+        __m256i prod = _mm256_maddubs_epi16(q[s], y);  // 16 x int16: lanes 0-7 group 2s, 8-15 group 2s+1
+        const int g = 8 * half + 2 * s;
+        __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scales));
+      }
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    const int32_t sumi = _mm_cvtsi128_si32(s) - 32 * offset;
+    sum += _cvtsh_ss(wb[b].d) * xb[b].d * static_cast<float>(sumi);
+  }
+  return sum;
 }
 
 void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {

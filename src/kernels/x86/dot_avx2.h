@@ -12,6 +12,8 @@ float DotF16(const uint16_t* w, const float* x, int64_t n);
 float DotBF16(const uint16_t* w, const float* x, int64_t n);
 float DotQ8_0Q8_0(const void* w, const void* x, int64_t n);
 float DotQ4_0Q8_0(const void* w, const void* x, int64_t n);
+float DotQ4_KQ8_K(const void* w, const void* x, int64_t n);
+float DotQ6_KQ8_K(const void* w, const void* x, int64_t n);
 // x [n] -> n / 32 Q8_0 blocks, bit-identical to ref::QuantizeActivationsQ8_0.
 void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n);
 

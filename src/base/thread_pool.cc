@@ -10,6 +10,19 @@
 
 namespace tachyon {
 
+namespace {
+
+// About 50 us of polling before a thread goes to sleep.
+constexpr int kSpinIterations = 20000;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) {
@@ -20,7 +33,7 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
   }
   work_ready_.notify_all();
   for (auto& worker : workers_) worker.join();
@@ -40,34 +53,44 @@ void ThreadPool::ParallelFor(size_t n, const RangeFn& fn) {
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mutex_);
+  n_ = n;
+  fn_ = &fn;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   {
+    // Under the mutex, so a worker checking its wait predicate cannot miss the bump.
     std::lock_guard<std::mutex> lock(mutex_);
-    n_ = n;
-    fn_ = &fn;
-    num_pending_ = num_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
   RunChunk(0);
+  for (int spin = 0; spin < kSpinIterations; ++spin) {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    CpuRelax();
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  work_done_.wait(lock, [this] { return num_pending_ == 0; });
-  fn_ = nullptr;
+  work_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadPool::WorkerLoop(int thread_idx) {
-  uint64_t seen_generation = 0;
+  uint64_t seen = 0;
   while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
-      if (stopping_) return;
-      seen_generation = generation_;
+    bool ready = false;
+    for (int spin = 0; spin < kSpinIterations && !ready; ++spin) {
+      ready = generation_.load(std::memory_order_acquire) != seen || stopping_.load();
+      if (!ready) CpuRelax();
     }
+    if (!ready) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_ready_.wait(lock, [&] {
+        return stopping_.load() || generation_.load(std::memory_order_acquire) != seen;
+      });
+    }
+    if (stopping_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunChunk(thread_idx);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
-      CHECK_GT(num_pending_, 0);
-      if (--num_pending_ == 0) work_done_.notify_one();
+      work_done_.notify_one();
     }
   }
 }

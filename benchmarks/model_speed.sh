@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Prompt processing (512 tokens) and generation (128 tokens) speed of tachyon
+# run on random-weight models of real shapes, with the fraction of the
+# memory-bandwidth bound each generation figure reaches.
+#
+#   benchmarks/model_speed.sh [threads]            (default 2)
+#   SHAPES="smol-135m" TYPES="q8_0" benchmarks/model_speed.sh
+#
+# Needs a release build (make test or cmake --build --preset release) and
+# ../shared for the vocabularies: smol-135m uses the GPT-2 vocabulary (50257
+# tokens, the size nearest SmolLM's 49152), llama-1b Llama 3's (128256).
+# Models are written to ${MODEL_DIR:-/tmp/tachyon-bench-models} and reused.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-2}
+tachyon=build/release/src/cli/tachyon
+probe=build/release/benchmarks/bandwidth_probe
+shared=${TACHYON_SHARED_DIR:-../shared}
+models=${MODEL_DIR:-/tmp/tachyon-bench-models}
+shapes=${SHAPES:-"llama-1b smol-135m"}
+types=${TYPES:-"f16 q8_0 q4_0 q4_k_m"}
+mkdir -p "$models"
+for bin in "$tachyon" "$probe"; do
+  [ -x "$bin" ] || { echo "missing $bin: build the release preset first" >&2; exit 1; }
+done
+
+bandwidth=$("$probe" "$threads" 1024 2>/dev/null)
+echo "read bandwidth ($threads threads): $bandwidth GB/s"
+echo
+echo "| model | type | file size | pp512 tok/s | tg128 tok/s | bytes read per token | bandwidth bound tok/s | share of bound |"
+echo "|---|---|---|---|---|---|---|---|"
+
+prompt_ids=$(seq 0 511 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 5000 + 100 }')
+for shape in $shapes; do
+  case $shape in
+    smol-135m) vocab=$shared/fixtures/tokenizer/ggml-vocab-gpt-2.gguf ;;
+    *) vocab=$shared/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf ;;
+  esac
+  for type in $types; do
+    model=$models/$shape-$type.gguf
+    [ -f "$model" ] || "$tachyon" model gen --shape "$shape" --type "$type" --vocab "$vocab" --out "$model" >/dev/null
+    # Bytes a generated token reads: every tensor, except the embedding rows of
+    # an untied model (one row is read, not the matrix).
+    read -r file_bytes per_token < <("$tachyon" model info --json "$model" | awk '
+      /"file_bytes"/ { gsub(/[^0-9]/, "", $2); file = $2 }
+      /"name": "output.weight"/ { has_output = 1 }
+      /"name":/ { name = $2 }
+      /"bytes":/ { b = $2; gsub(/[^0-9]/, "", b); total += b; if (name ~ /token_embd/) embd = b }
+      END { print file, (has_output ? total - embd : total) }')
+    pp=$("$tachyon" run --model "$model" --prompt-ids "$prompt_ids" -n 1 --temp 0 --ignore-eos \
+          --print-ids --threads "$threads" 2>&1 >/dev/null | awk '/^prompt:/ { gsub(/[(]/, "", $7); print $7 }')
+    tg=$("$tachyon" run --model "$model" --prompt-ids 1,2,3,4 -n 128 --temp 0 --ignore-eos \
+          --print-ids --threads "$threads" 2>&1 >/dev/null | awk '/^generation:/ { gsub(/[(]/, "", $7); print $7 }')
+    awk -v shape="$shape" -v type="$type" -v fb="$file_bytes" -v pt="$per_token" -v pp="$pp" -v tg="$tg" \
+        -v bw="$bandwidth" 'BEGIN {
+      bound = bw * 1e9 / pt
+      printf "| %s | %s | %.2f GB | %.1f | %.1f | %.2f GB | %.1f | %.0f%% |\n", shape, type, fb / 1e9, pp, tg, pt / 1e9, bound, 100 * tg / bound
+    }'
+  done
+done

@@ -54,6 +54,37 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
   }
 }
 
+// Expands one weight row into a type whose dot with the same activations is
+// bit-identical but cheaper per token: Q4_0 -> Q8_0 (no nibble unpacking per
+// token). F16 is not expanded: converting in registers reads half the bytes,
+// and the dots are load-bound (measured: llama-1b F16 pp512 40.3 -> 34.4 tok/s
+// when expanded to F32).
+using ExpandFn = void (*)(const uint8_t* row, uint8_t* out, int64_t cols);
+
+void ExpandQ4_0ToQ8_0(const uint8_t* row, uint8_t* out, int64_t cols) {
+  const BlockQ4_0* in = reinterpret_cast<const BlockQ4_0*>(row);
+  BlockQ8_0* q8 = reinterpret_cast<BlockQ8_0*>(out);
+  for (int64_t b = 0; b < cols / kQK4_0; ++b) {
+    q8[b].d = in[b].d;
+    for (int i = 0; i < kQK4_0 / 2; ++i) {
+      q8[b].qs[i] = static_cast<int8_t>((in[b].qs[i] & 0x0f) - 8);
+      q8[b].qs[i + kQK4_0 / 2] = static_cast<int8_t>((in[b].qs[i] >> 4) - 8);
+    }
+  }
+}
+
+struct Expansion {
+  ExpandFn expand = nullptr;  // null: use the rows as they are
+  GgmlType type = GgmlType::kF32;
+};
+
+Expansion SelectExpansion(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return {ExpandQ4_0ToQ8_0, GgmlType::kQ8_0};
+    default: return {};
+  }
+}
+
 }  // namespace
 
 bool IsMatMulType(GgmlType type) {
@@ -94,14 +125,29 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
     });
     xs = quantized.data();
   }
+  // For a batch, each tile of rows is expanded once into the cheaper type;
+  // a single token reads the rows as they are (expansion would cost more than it saves).
+  const Expansion expansion = num_tokens >= 2 ? SelectExpansion(w.type) : Expansion{};
+  const Kernel tile_kernel = expansion.expand ? SelectKernel(expansion.type, path) : kernel;
+  const uint64_t tile_row_bytes = expansion.expand ? *GgmlRowBytes(expansion.type, w.cols) : row_bytes;
   const int64_t num_tiles = (w.rows + kRowTile - 1) / kRowTile;
   pool.ParallelFor(num_tiles, [&](size_t tile_begin, size_t tile_end, int) {
+    std::vector<uint8_t> expanded(expansion.expand ? kRowTile * tile_row_bytes : 0);
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       const int64_t r0 = tile * kRowTile, r1 = std::min(w.rows, r0 + kRowTile);
+      const uint8_t* rows = w.data + r0 * row_bytes;
+      if (expansion.expand) {
+        for (int64_t r = r0; r < r1; ++r) {
+          expansion.expand(w.data + r * row_bytes, expanded.data() + (r - r0) * tile_row_bytes, w.cols);
+        }
+        rows = expanded.data();
+      }
       for (int64_t t = 0; t < num_tokens; ++t) {
         const uint8_t* x_row = xs + t * x_row_bytes;
         float* y_row = y + t * w.rows;
-        for (int64_t r = r0; r < r1; ++r) y_row[r] = kernel.dot(w.data + r * row_bytes, x_row, w.cols);
+        for (int64_t r = r0; r < r1; ++r) {
+          y_row[r] = tile_kernel.dot(rows + (r - r0) * tile_row_bytes, x_row, w.cols);
+        }
       }
     }
   });

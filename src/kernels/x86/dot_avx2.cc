@@ -60,15 +60,20 @@ float DotF16(const uint16_t* w, const float* x, int64_t n) {
   return sum;
 }
 
+// Same loop shape as DotF32 (two accumulators of 8), so a BF16 row and its F32
+// expansion give bit-identical dots (MatMul expands rows for batches).
 float DotBF16(const uint16_t* w, const float* x, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
+  auto load8 = [](const uint16_t* p) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  };
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
-    __m256 wf = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    acc = _mm256_fmadd_ps(wf, _mm256_loadu_ps(x + i), acc);
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(load8(w + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load8(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
   }
-  float sum = HorizontalSum(acc);
+  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
   for (; i < n; ++i) {
     uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
     sum += _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits)))) * x[i];

@@ -18,6 +18,8 @@ namespace {
 constexpr int64_t kRowTile = 16;
 
 using DotFn = float (*)(const void* w_row, const void* x_row, int64_t n);
+// One weight row against 4 activation rows x_row + k * x_stride (bytes).
+using Dot4Fn = void (*)(const void* w_row, const void* x_rows, int64_t x_stride, int64_t n, float* out);
 
 // The form the activations are given to the dot product in.
 enum class ActivationFormat { kF32, kQ8_0, kQ8_K };
@@ -25,6 +27,7 @@ enum class ActivationFormat { kF32, kQ8_0, kQ8_K };
 struct Kernel {
   DotFn dot;
   ActivationFormat activations;
+  Dot4Fn dot4 = nullptr;  // the same dots, 4 tokens at a time (bit-identical), where there is one
 };
 
 template <float (*F)(const float*, const float*, int64_t)>
@@ -41,12 +44,15 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
   switch (type) {
     using A = ActivationFormat;
     case GgmlType::kF32:
-      return {simd ? DotF32Adapter<avx2::DotF32> : DotF32Adapter<ref::DotF32>, A::kF32};
+      return {simd ? DotF32Adapter<avx2::DotF32> : DotF32Adapter<ref::DotF32>, A::kF32,
+              simd ? avx2::DotF32x4 : nullptr};
     case GgmlType::kF16:
-      return {simd ? DotU16Adapter<avx2::DotF16> : DotU16Adapter<ref::DotF16>, A::kF32};
+      return {simd ? DotU16Adapter<avx2::DotF16> : DotU16Adapter<ref::DotF16>, A::kF32,
+              simd ? avx2::DotF16x4 : nullptr};
     case GgmlType::kBF16:
       return {simd ? DotU16Adapter<avx2::DotBF16> : DotU16Adapter<ref::DotBF16>, A::kF32};
-    case GgmlType::kQ8_0: return {simd ? avx2::DotQ8_0Q8_0 : ref::DotQ8_0Q8_0, A::kQ8_0};
+    case GgmlType::kQ8_0:
+      return {simd ? avx2::DotQ8_0Q8_0 : ref::DotQ8_0Q8_0, A::kQ8_0, simd ? avx2::DotQ8_0Q8_0x4 : nullptr};
     case GgmlType::kQ4_0: return {simd ? avx2::DotQ4_0Q8_0 : ref::DotQ4_0Q8_0, A::kQ8_0};
     case GgmlType::kQ4_K: return {simd ? avx2::DotQ4_KQ8_K : ref::DotQ4_KQ8_K, A::kQ8_K};
     case GgmlType::kQ6_K: return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K};
@@ -142,7 +148,17 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
         }
         rows = expanded.data();
       }
-      for (int64_t t = 0; t < num_tokens; ++t) {
+      int64_t t = 0;
+      if (tile_kernel.dot4 != nullptr) {
+        for (; t + 4 <= num_tokens; t += 4) {
+          for (int64_t r = r0; r < r1; ++r) {
+            float out[4];
+            tile_kernel.dot4(rows + (r - r0) * tile_row_bytes, xs + t * x_row_bytes, x_row_bytes, w.cols, out);
+            for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + r] = out[k];
+          }
+        }
+      }
+      for (; t < num_tokens; ++t) {
         const uint8_t* x_row = xs + t * x_row_bytes;
         float* y_row = y + t * w.rows;
         for (int64_t r = r0; r < r1; ++r) {

@@ -190,6 +190,69 @@ float DotQ6_KQ8_K(const void* w, const void* x, int64_t n) {
   return sum;
 }
 
+void DotF32x4(const void* wv, const void* xv, int64_t x_stride, int64_t n, float* out) {
+  const float* w = static_cast<const float*>(wv);
+  const float* x[4];
+  for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xv) + k * x_stride);
+  __m256 acc0[4], acc1[4];
+  for (int k = 0; k < 4; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 w0 = _mm256_loadu_ps(w + i), w1 = _mm256_loadu_ps(w + i + 8);
+    for (int k = 0; k < 4; ++k) {
+      acc0[k] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[k] + i), acc0[k]);
+      acc1[k] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[k] + i + 8), acc1[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    float sum = HorizontalSum(_mm256_add_ps(acc0[k], acc1[k]));
+    for (int64_t j = i; j < n; ++j) sum += w[j] * x[k][j];
+    out[k] = sum;
+  }
+}
+
+void DotF16x4(const void* wv, const void* xv, int64_t x_stride, int64_t n, float* out) {
+  const uint16_t* w = static_cast<const uint16_t*>(wv);
+  const float* x[4];
+  for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xv) + k * x_stride);
+  __m256 acc0[4], acc1[4];
+  for (int k = 0; k < 4; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
+    const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8)));
+    for (int k = 0; k < 4; ++k) {
+      acc0[k] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[k] + i), acc0[k]);
+      acc1[k] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[k] + i + 8), acc1[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    float sum = HorizontalSum(_mm256_add_ps(acc0[k], acc1[k]));
+    for (int64_t j = i; j < n; ++j) sum += _cvtsh_ss(w[j]) * x[k][j];
+    out[k] = sum;
+  }
+}
+
+void DotQ8_0Q8_0x4(const void* wv, const void* xv, int64_t x_stride, int64_t n, float* out) {
+  const BlockQ8_0* wb = static_cast<const BlockQ8_0*>(wv);
+  const BlockQ8_0* xb[4];
+  for (int k = 0; k < 4; ++k) {
+    xb[k] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(xv) + k * x_stride);
+  }
+  __m256 acc[4];
+  for (int k = 0; k < 4; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float dw = _cvtsh_ss(wb[b].d);
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
+    for (int k = 0; k < 4; ++k) {
+      __m256 scale = _mm256_set1_ps(dw * _cvtsh_ss(xb[k][b].d));
+      __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[k][b].qs));
+      acc[k] = _mm256_fmadd_ps(scale, DotInt8Block(wq, xq), acc[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) out[k] = HorizontalSum(acc[k]);
+}
+
 void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {
   BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);

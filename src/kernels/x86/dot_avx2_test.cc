@@ -83,6 +83,28 @@ TEST_P(DotAvx2Test, QuantizedTypes) {
   }
 }
 
+TEST_P(DotAvx2Test, FourTokenKernelsAreBitIdenticalToSingleDots) {
+  const int64_t n = GetParam() / 32 * 32;
+  if (n == 0) GTEST_SKIP();
+  std::vector<float> w = Random(n, 7, 0.02f);
+  std::vector<float> x = Random(4 * n, 8);
+  std::vector<uint16_t> h(n);
+  for (int64_t i = 0; i < n; ++i) h[i] = FloatToFp16(w[i]);
+  const int64_t q8_row = n / 32 * 34;
+  std::vector<uint8_t> wq(q8_row), xq(4 * q8_row);
+  ref::QuantizeRow(GgmlType::kQ8_0, w.data(), wq.data(), n);
+  for (int k = 0; k < 4; ++k) avx2::QuantizeActivationsQ8_0(x.data() + k * n, xq.data() + k * q8_row, n);
+  float out[4];
+  avx2::DotF32x4(w.data(), x.data(), n * sizeof(float), n, out);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[k], avx2::DotF32(w.data(), x.data() + k * n, n)) << "f32 " << k;
+  avx2::DotF16x4(h.data(), x.data(), n * sizeof(float), n, out);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[k], avx2::DotF16(h.data(), x.data() + k * n, n)) << "f16 " << k;
+  avx2::DotQ8_0Q8_0x4(wq.data(), xq.data(), q8_row, n, out);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(out[k], avx2::DotQ8_0Q8_0(wq.data(), xq.data() + k * q8_row, n)) << "q8_0 " << k;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Lengths, DotAvx2Test, ::testing::Values(32, 48, 256, 1000, 2048, 8192));
 
 }  // namespace

@@ -54,8 +54,10 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
     case GgmlType::kQ8_0:
       return {simd ? avx2::DotQ8_0Q8_0 : ref::DotQ8_0Q8_0, A::kQ8_0, simd ? avx2::DotQ8_0Q8_0x4 : nullptr};
     case GgmlType::kQ4_0: return {simd ? avx2::DotQ4_0Q8_0 : ref::DotQ4_0Q8_0, A::kQ8_0};
-    case GgmlType::kQ4_K: return {simd ? avx2::DotQ4_KQ8_K : ref::DotQ4_KQ8_K, A::kQ8_K};
-    case GgmlType::kQ6_K: return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K};
+    case GgmlType::kQ4_K:
+      return {simd ? avx2::DotQ4_KQ8_K : ref::DotQ4_KQ8_K, A::kQ8_K, simd ? avx2::DotQ4_KQ8_Kx4 : nullptr};
+    case GgmlType::kQ6_K:
+      return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K, simd ? avx2::DotQ6_KQ8_Kx4 : nullptr};
     default: CHECK(false) << "MatMul has no kernel for " << GgmlTypeName(type); return {};
   }
 }

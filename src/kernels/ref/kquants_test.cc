@@ -106,5 +106,23 @@ TEST(KQuantsTest, DotsEqualDequantizedDots) {
   }
 }
 
+TEST(KQuantsTest, FourTokenKernelsAreBitIdenticalToSingleDots) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
+  const int64_t n = 768;
+  std::vector<float> w = Random(n, 9, 0.02f), x = Random(4 * n, 10, 1.0f);
+  std::vector<BlockQ8_K> xq(4 * n / 256);
+  for (int k = 0; k < 4; ++k) ref::QuantizeActivationsQ8_K(x.data() + k * n, xq.data() + k * n / 256, n);
+  const int64_t stride = n / 256 * sizeof(BlockQ8_K);
+  std::vector<BlockQ4_K> w4(n / 256);
+  std::vector<BlockQ6_K> w6(n / 256);
+  ref::QuantizeRowQ4_K(w.data(), w4.data(), n);
+  ref::QuantizeRowQ6_K(w.data(), w6.data(), n);
+  float out[4];
+  avx2::DotQ4_KQ8_Kx4(w4.data(), xq.data(), stride, n, out);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[k], avx2::DotQ4_KQ8_K(w4.data(), xq.data() + k * n / 256, n)) << k;
+  avx2::DotQ6_KQ8_Kx4(w6.data(), xq.data(), stride, n, out);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[k], avx2::DotQ6_KQ8_K(w6.data(), xq.data() + k * n / 256, n)) << k;
+}
+
 }  // namespace
 }  // namespace tachyon

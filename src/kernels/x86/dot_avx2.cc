@@ -253,6 +253,97 @@ void DotQ8_0Q8_0x4(const void* wv, const void* xv, int64_t x_stride, int64_t n, 
   for (int k = 0; k < 4; ++k) out[k] = HorizontalSum(acc[k]);
 }
 
+namespace {
+
+int32_t HorizontalSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+}  // namespace
+
+void DotQ4_KQ8_Kx4(const void* wv, const void* xv, int64_t x_stride, int64_t n, float* out) {
+  const BlockQ4_K* wb = static_cast<const BlockQ4_K*>(wv);
+  const BlockQ8_K* xb[4];
+  for (int k = 0; k < 4; ++k) xb[k] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(xv) + k * x_stride);
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  float sum[4] = {0, 0, 0, 0};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) ref::UnpackQ4KScale(wb[b].scales, j, &sc[j], &mn[j]);
+    __m256i acc[4];
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs + 32 * j));
+      const __m256i lo = _mm256_and_si256(bits, low_mask);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low_mask);
+      const __m256i s_lo = _mm256_set1_epi16(sc[2 * j]), s_hi = _mm256_set1_epi16(sc[2 * j + 1]);
+      for (int k = 0; k < 4; ++k) {
+        __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[k][b].qs + 64 * j));
+        __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[k][b].qs + 64 * j + 32));
+        __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo), s_lo);
+        __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), s_hi);
+        acc[k] = _mm256_add_epi32(acc[k], _mm256_add_epi32(p_lo, p_hi));
+      }
+    }
+    const float d = _cvtsh_ss(wb[b].d), dmin = _cvtsh_ss(wb[b].dmin);
+    for (int k = 0; k < 4; ++k) {
+      int32_t sumi_mins = 0;
+      for (int j = 0; j < 8; ++j) sumi_mins += mn[j] * (xb[k][b].bsums[2 * j] + xb[k][b].bsums[2 * j + 1]);
+      sum[k] += d * xb[k][b].d * static_cast<float>(HorizontalSumI32(acc[k])) -
+                dmin * xb[k][b].d * static_cast<float>(sumi_mins);
+    }
+  }
+  for (int k = 0; k < 4; ++k) out[k] = sum[k];
+}
+
+void DotQ6_KQ8_Kx4(const void* wv, const void* xv, int64_t x_stride, int64_t n, float* out) {
+  const BlockQ6_K* wb = static_cast<const BlockQ6_K*>(wv);
+  const BlockQ8_K* xb[4];
+  for (int k = 0; k < 4; ++k) xb[k] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(xv) + k * x_stride);
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  float sum[4] = {0, 0, 0, 0};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const int8_t* sc = wb[b].scales;
+    __m256i acc[4];
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = wb[b].ql + 64 * half;
+      const uint8_t* qh = wb[b].qh + 32 * half;
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(h, two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two_bits), 4)),
+      };
+      for (int s = 0; s < 4; ++s) {
+        const int g = 8 * half + 2 * s;
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        for (int k = 0; k < 4; ++k) {
+          __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[k][b].qs + 128 * half + 32 * s));
+          acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(q[s], y), scales));
+        }
+      }
+    }
+    const float d = _cvtsh_ss(wb[b].d);
+    for (int k = 0; k < 4; ++k) {
+      int32_t offset = 0;
+      for (int g = 0; g < 16; ++g) offset += sc[g] * xb[k][b].bsums[g];
+      sum[k] += d * xb[k][b].d * static_cast<float>(HorizontalSumI32(acc[k]) - 32 * offset);
+    }
+  }
+  for (int k = 0; k < 4; ++k) out[k] = sum[k];
+}
+
 void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {
   BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);

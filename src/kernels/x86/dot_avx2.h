@@ -20,6 +20,8 @@ float DotQ6_KQ8_K(const void* w, const void* x, int64_t n);
 void DotF32x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out);
 void DotF16x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out);
 void DotQ8_0Q8_0x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out);
+void DotQ4_KQ8_Kx4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out);
+void DotQ6_KQ8_Kx4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out);
 
 // x [n] -> n / 32 Q8_0 blocks, bit-identical to ref::QuantizeActivationsQ8_0.
 void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n);

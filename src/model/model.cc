@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/ops.h"
 #include "kernels/ref/ops.h"
 
 namespace tachyon {
@@ -126,11 +127,18 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
   std::vector<float> gate(n * c.n_ff), up(n * c.n_ff);      // [n, n_ff]
 
   for (int64_t t = 0; t < n; ++t) DequantizeWeightRow(token_embd_, batch.tokens[t].value(), &x[t * c.n_embd]);
+  // Rotation angles per token, shared by every layer: [n, rope_dim / 2] each.
+  const int half = c.rope_dim / 2;
+  std::vector<float> rope_cos(n * half), rope_sin(n * half);
+  for (int64_t t = 0; t < n; ++t) {
+    const double pos = static_cast<double>(batch.positions[t]) * c.rope_position_scale;
+    ref::RopeCosSin(pos, c.rope_dim, c.rope_base, rope_freqs_, &rope_cos[t * half], &rope_sin[t * half]);
+  }
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = layers_[l];
     for (int64_t t = 0; t < n; ++t) {
-      ref::RmsNorm(&x[t * c.n_embd], w.attn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
+      RmsNorm(&x[t * c.n_embd], w.attn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
     }
     MatMul(w.wq, h.data(), n, q.data(), pool);
     MatMul(w.wk, h.data(), n, k.data(), pool);
@@ -145,9 +153,8 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
         for (int64_t i = 0; i < c.kv_dim(); ++i) kt[i] += w.bk[i];
         for (int64_t i = 0; i < c.kv_dim(); ++i) vt[i] += w.bv[i];
       }
-      const double pos = static_cast<double>(batch.positions[t]) * c.rope_position_scale;
-      ref::Rope(qt, c.n_head, c.head_dim, c.rope_dim, pos, c.rope_base, c.rope_neox, rope_freqs_);
-      ref::Rope(kt, c.n_head_kv, c.head_dim, c.rope_dim, pos, c.rope_base, c.rope_neox, rope_freqs_);
+      ApplyRope(qt, c.n_head, c.head_dim, c.rope_dim, &rope_cos[t * half], &rope_sin[t * half], c.rope_neox);
+      ApplyRope(kt, c.n_head_kv, c.head_dim, c.rope_dim, &rope_cos[t * half], &rope_sin[t * half], c.rope_neox);
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
       const int64_t slot = static_cast<int64_t>(seq.block_table[batch.positions[t] / block_size]) * block_size +
                            batch.positions[t] % block_size;
@@ -159,11 +166,11 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
     for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
 
     for (int64_t t = 0; t < n; ++t) {
-      ref::RmsNorm(&x[t * c.n_embd], w.ffn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
+      RmsNorm(&x[t * c.n_embd], w.ffn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
     }
     MatMul(w.w_gate, h.data(), n, gate.data(), pool);
     MatMul(w.w_up, h.data(), n, up.data(), pool);
-    ref::SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
+    SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
     MatMul(w.w_down, gate.data(), n, proj.data(), pool);
     for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
   }
@@ -171,8 +178,8 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
   const int64_t num_logits = static_cast<int64_t>(batch.logit_tokens.size());
   std::vector<float> normed(num_logits * c.n_embd);  // [num_logits, n_embd]
   for (int64_t i = 0; i < num_logits; ++i) {
-    ref::RmsNorm(&x[batch.logit_tokens[i] * c.n_embd], output_norm_, c.n_embd, c.rms_norm_eps,
-                 &normed[i * c.n_embd]);
+    RmsNorm(&x[batch.logit_tokens[i] * c.n_embd], output_norm_, c.n_embd, c.rms_norm_eps,
+            &normed[i * c.n_embd]);
   }
   std::vector<float> logits(num_logits * c.n_vocab);  // [num_logits, n_vocab]
   MatMul(output_, normed.data(), num_logits, logits.data(), pool);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/block_formats.h"
 #include "kernels/fp16.h"
@@ -15,23 +16,35 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void Rope(float* x, int num_heads, int head_dim, int rope_dim, double pos, float base, bool neox,
-          const float* freq_factors) {
-  const int half = rope_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    double inv_freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
-    double angle = pos * inv_freq;
+void RopeCosSin(double pos, int rope_dim, float base, const float* freq_factors, float* cos, float* sin) {
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    double angle = pos * std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
     if (freq_factors != nullptr) angle /= freq_factors[i];
-    float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
-    for (int h = 0; h < num_heads; ++h) {
-      float* head = x + static_cast<int64_t>(h) * head_dim;
-      int a = neox ? i : 2 * i;
-      int b = neox ? i + half : 2 * i + 1;
-      float x0 = head[a], x1 = head[b];
-      head[a] = x0 * c - x1 * s;
-      head[b] = x0 * s + x1 * c;
+    cos[i] = static_cast<float>(std::cos(angle));
+    sin[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+               bool neox) {
+  const int half = rope_dim / 2;
+  for (int h = 0; h < num_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const int a = neox ? i : 2 * i;
+      const int b = neox ? i + half : 2 * i + 1;
+      const float x0 = head[a], x1 = head[b];
+      head[a] = x0 * cos[i] - x1 * sin[i];
+      head[b] = x0 * sin[i] + x1 * cos[i];
     }
   }
+}
+
+void Rope(float* x, int num_heads, int head_dim, int rope_dim, double pos, float base, bool neox,
+          const float* freq_factors) {
+  std::vector<float> cos(rope_dim / 2), sin(rope_dim / 2);
+  RopeCosSin(pos, rope_dim, base, freq_factors, cos.data(), sin.data());
+  ApplyRope(x, num_heads, head_dim, rope_dim, cos.data(), sin.data(), neox);
 }
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {

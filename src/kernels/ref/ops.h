@@ -18,6 +18,14 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void Rope(float* x, int num_heads, int head_dim, int rope_dim, double pos, float base, bool neox,
           const float* freq_factors);
 
+// The rotation angles of one position: cos/sin [rope_dim / 2] of
+// pos * base^(-2i/rope_dim) / freq_factors[i] (freq_factors may be null).
+void RopeCosSin(double pos, int rope_dim, float base, const float* freq_factors, float* cos, float* sin);
+// Rotates each head of x [num_heads, head_dim] by the given angles (the first
+// rope_dim dimensions of each head; pairs as in Rope).
+void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+               bool neox);
+
 // a[i] = silu(gate[i]) * up[i]; [n]
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 

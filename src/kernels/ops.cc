@@ -1,0 +1,25 @@
+#include "kernels/ops.h"
+
+#include "kernels/cpu_features.h"
+#include "kernels/ref/ops.h"
+#include "kernels/x86/ops_avx2.h"
+
+namespace tachyon {
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  CpuHasAvx2() ? avx2::RmsNorm(x, weight, n, eps, out) : ref::RmsNorm(x, weight, n, eps, out);
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  CpuHasAvx2() ? avx2::SiluMul(gate, up, n, out) : ref::SiluMul(gate, up, n, out);
+}
+
+void Softmax(float* x, int64_t n) { CpuHasAvx2() ? avx2::Softmax(x, n) : ref::Softmax(x, n); }
+
+void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+               bool neox) {
+  CpuHasAvx2() ? avx2::ApplyRope(x, num_heads, head_dim, rope_dim, cos, sin, neox)
+               : ref::ApplyRope(x, num_heads, head_dim, rope_dim, cos, sin, neox);
+}
+
+}  // namespace tachyon

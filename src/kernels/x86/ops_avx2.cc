@@ -1,0 +1,139 @@
+// Compiled with -mavx2 -mfma (see kernels/CMakeLists.txt); as in dot_avx2.cc,
+// no inline functions or templates shared with the rest of the code are used.
+#include "kernels/x86/ops_avx2.h"
+
+#include <immintrin.h>
+
+namespace tachyon::avx2 {
+namespace {
+
+float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float HorizontalMax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// e^x for 8 floats: x = k ln2 + r with |r| <= ln2/2, e^r by a degree-6
+// polynomial (Taylor coefficients; relative error below 3e-7 on that range),
+// times 2^k built in the exponent bits. Inputs are clamped to [-87, 88].
+__m256 Exp(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - k ln2, with ln2 split in two for precision.
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
+}
+
+}  // namespace
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  float sum_sq = HorizontalSum(acc);
+  for (; i < n; ++i) sum_sq += x[i] * x[i];
+  const float scale = 1.0f / __builtin_sqrtf(sum_sq / static_cast<float>(n) + eps);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vscale), _mm256_loadu_ps(weight + i)));
+  }
+  for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, Exp(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    __m256 g = _mm256_set1_ps(gate[i]);
+    float e = _mm256_cvtss_f32(Exp(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+    out[i] = gate[i] / (1.0f + e) * up[i];
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  __m256 vmax = _mm256_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  float max = HorizontalMax(vmax);
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const __m256 m = _mm256_set1_ps(max);
+  __m256 acc = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = HorizontalSum(acc);
+  for (; i < n; ++i) {
+    x[i] = _mm256_cvtss_f32(Exp(_mm256_set1_ps(x[i] - max)));
+    sum += x[i];
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= 1.0f / sum;
+}
+
+void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+               bool neox) {
+  const int half = rope_dim / 2;
+  for (int h = 0; h < num_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;
+    int i = 0;
+    if (neox) {
+      for (; i + 8 <= half; i += 8) {
+        __m256 a = _mm256_loadu_ps(head + i), b = _mm256_loadu_ps(head + i + half);
+        __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_loadu_ps(sin + i);
+        _mm256_storeu_ps(head + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+        _mm256_storeu_ps(head + i + half, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+      }
+      for (; i < half; ++i) {
+        float a = head[i], b = head[i + half];
+        head[i] = a * cos[i] - b * sin[i];
+        head[i + half] = a * sin[i] + b * cos[i];
+      }
+    } else {
+      // Pairs (2i, 2i+1): 4 pairs per vector; fmaddsub gives x*c -/+ swapped*s.
+      for (; i + 4 <= half; i += 4) {
+        __m256 v = _mm256_loadu_ps(head + 2 * i);
+        __m128 c4 = _mm_loadu_ps(cos + i), s4 = _mm_loadu_ps(sin + i);
+        __m256 c = _mm256_set_m128(_mm_unpackhi_ps(c4, c4), _mm_unpacklo_ps(c4, c4));
+        __m256 s = _mm256_set_m128(_mm_unpackhi_ps(s4, s4), _mm_unpacklo_ps(s4, s4));
+        __m256 swapped = _mm256_permute_ps(v, 0xB1);
+        _mm256_storeu_ps(head + 2 * i, _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(swapped, s)));
+      }
+      for (; i < half; ++i) {
+        float a = head[2 * i], b = head[2 * i + 1];
+        head[2 * i] = a * cos[i] - b * sin[i];
+        head[2 * i + 1] = a * sin[i] + b * cos[i];
+      }
+    }
+  }
+}
+
+}  // namespace tachyon::avx2

@@ -1,0 +1,15 @@
+// AVX2 + FMA versions of the element-wise ops of kernels/ref/ops.h, checked
+// against the reference in ops_avx2_test.cc. Call only when CpuHasAvx2().
+#pragma once
+
+#include <cstdint>
+
+namespace tachyon::avx2 {
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void Softmax(float* x, int64_t n);
+void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+               bool neox);
+
+}  // namespace tachyon::avx2

@@ -1,0 +1,81 @@
+// The AVX2 element-wise ops against the scalar reference on random inputs.
+#include "kernels/x86/ops_avx2.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/ref/ops.h"
+
+namespace tachyon {
+namespace {
+
+// Named tolerances (relative): float sums in another order; the polynomial exp.
+constexpr float kRmsNormTolerance = 1e-6f;
+constexpr float kExpTolerance = 1e-6f;
+constexpr float kRopeTolerance = 1e-6f;
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    do {
+      x = normal(rng);
+    } while (x == 0.0f);
+  }
+  return v;
+}
+
+class OpsAvx2Test : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA";
+  }
+};
+
+TEST_P(OpsAvx2Test, RmsNorm) {
+  const int64_t n = GetParam();
+  std::vector<float> x = Random(n, 1), w = Random(n, 2), a(n), b(n);
+  avx2::RmsNorm(x.data(), w.data(), n, 1e-5f, a.data());
+  ref::RmsNorm(x.data(), w.data(), n, 1e-5f, b.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kRmsNormTolerance * (1 + std::fabs(b[i]))) << i;
+}
+
+TEST_P(OpsAvx2Test, SiluMulAndSoftmax) {
+  const int64_t n = GetParam();
+  std::vector<float> g = Random(n, 3, 4.0f), u = Random(n, 4), a(n), b(n);
+  g[0] = -100.0f;  // far tails
+  if (n > 1) g[1] = 100.0f;
+  avx2::SiluMul(g.data(), u.data(), n, a.data());
+  ref::SiluMul(g.data(), u.data(), n, b.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kExpTolerance * (1 + std::fabs(b[i]))) << i;
+  std::vector<float> s = Random(n, 5, 10.0f), t = s;
+  avx2::Softmax(s.data(), n);
+  ref::Softmax(t.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(s[i], t[i], kExpTolerance * (1e-3f + t[i])) << i;
+}
+
+TEST_P(OpsAvx2Test, ApplyRopeNormalAndNeox) {
+  const int head_dim = static_cast<int>(GetParam() / 2 * 2);
+  if (head_dim < 2) GTEST_SKIP();
+  for (int rope_dim : {head_dim, head_dim / 2 / 2 * 2}) {
+    if (rope_dim < 2) continue;
+    std::vector<float> cos(rope_dim / 2), sin(rope_dim / 2);
+    ref::RopeCosSin(1234.0, rope_dim, 10000.0f, nullptr, cos.data(), sin.data());
+    for (bool neox : {false, true}) {
+      std::vector<float> a = Random(3 * head_dim, 6), b = a;
+      avx2::ApplyRope(a.data(), 3, head_dim, rope_dim, cos.data(), sin.data(), neox);
+      ref::ApplyRope(b.data(), 3, head_dim, rope_dim, cos.data(), sin.data(), neox);
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], kRopeTolerance * (1 + std::fabs(b[i]))) << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2Test, ::testing::Values(1, 7, 8, 64, 100, 2048));
+
+}  // namespace
+}  // namespace tachyon

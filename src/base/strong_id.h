@@ -25,6 +25,8 @@ class StrongId {
 
 // A token of a model's vocabulary: an index into tokenizer.ggml.tokens.
 using TokenId = StrongId<struct TokenIdTag>;
+// A sequence (one request's state) in the engine.
+using SeqId = StrongId<struct SeqIdTag, int64_t>;
 
 }  // namespace tachyon
 

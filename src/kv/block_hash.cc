@@ -1,0 +1,19 @@
+#include "kv/block_hash.h"
+
+// The streaming state type is only declared as a complete type in this mode.
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+namespace tachyon {
+
+BlockHash HashBlock(BlockHash parent, std::span<const TokenId> tokens, uint64_t extra_key) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &parent.value, sizeof(parent.value));
+  XXH3_64bits_update(&state, &extra_key, sizeof(extra_key));
+  static_assert(sizeof(TokenId) == sizeof(int32_t), "token ids hash as their int32 values");
+  XXH3_64bits_update(&state, tokens.data(), tokens.size() * sizeof(TokenId));
+  return BlockHash{XXH3_64bits_digest(&state)};
+}
+
+}  // namespace tachyon

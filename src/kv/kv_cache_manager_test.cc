@@ -1,0 +1,113 @@
+#include "kv/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon {
+namespace {
+
+std::vector<TokenId> Tokens(int n, int offset = 0) {
+  std::vector<TokenId> t;
+  for (int i = 0; i < n; ++i) t.push_back(TokenId(offset + i));
+  return t;
+}
+
+std::vector<int> Ids(const std::vector<BlockId>& blocks) {
+  std::vector<int> out;
+  for (BlockId b : blocks) out.push_back(b.value());
+  return out;
+}
+
+TEST(KvCacheManagerTest, SecondRequestReusesTheCachedPrefix) {
+  KvCacheManager kv({.num_blocks = 8, .block_size = 4});
+  const SeqId a(1), b(2);
+  std::vector<TokenId> prompt_a = Tokens(10);  // blocks [0..3] [4..7] [8, 9]
+  CachedPrefix none = kv.FindCachedPrefix(prompt_a, 0);
+  EXPECT_EQ(none.num_tokens, 0);
+  ASSERT_TRUE(kv.Allocate(a, 10, none));
+  EXPECT_EQ(Ids(kv.BlockTable(a)), (std::vector<int>{0, 1, 2}));
+  kv.CacheComputedBlocks(a, prompt_a, 10, 0);  // two full blocks cached
+
+  // b shares the first 8 tokens, then differs.
+  std::vector<TokenId> prompt_b = Tokens(8);
+  for (int i = 0; i < 5; ++i) prompt_b.push_back(TokenId(100 + i));
+  CachedPrefix hit = kv.FindCachedPrefix(prompt_b, 0);
+  EXPECT_EQ(Ids(hit.blocks), (std::vector<int>{0, 1}));
+  EXPECT_EQ(hit.num_tokens, 8);
+  ASSERT_TRUE(kv.Allocate(b, 13, hit));
+  EXPECT_EQ(Ids(kv.BlockTable(b)), (std::vector<int>{0, 1, 3, 4}));
+  EXPECT_EQ(kv.pool().ref_count(BlockId(0)), 2);
+  EXPECT_EQ(kv.prefix_query_tokens(), 10 + 13);
+  EXPECT_EQ(kv.prefix_hit_tokens(), 8);
+
+  // A different extra key (another tenant) does not share.
+  EXPECT_EQ(kv.FindCachedPrefix(prompt_b, 42).num_tokens, 0);
+}
+
+TEST(KvCacheManagerTest, TheLastTokenIsAlwaysComputed) {
+  KvCacheManager kv({.num_blocks = 4, .block_size = 4});
+  std::vector<TokenId> prompt = Tokens(8);
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 8));
+  kv.CacheComputedBlocks(SeqId(1), prompt, 8, 0);
+  CachedPrefix again = kv.FindCachedPrefix(prompt, 0);
+  EXPECT_EQ(again.num_tokens, 4) << "8 cached tokens, but token 7 must be recomputed for its logits";
+}
+
+TEST(KvCacheManagerTest, FreedBlocksStayCachedTailFirstEviction) {
+  KvCacheManager kv({.num_blocks = 4, .block_size = 4});
+  std::vector<TokenId> prompt = Tokens(12);
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 12));  // blocks 0, 1, 2
+  kv.CacheComputedBlocks(SeqId(1), prompt, 12, 0);
+  kv.Free(SeqId(1));
+  // Tail first: block 2 joins the queue before 1 and 0, after the never-used 3.
+  EXPECT_EQ(Ids(kv.pool().FreeQueue()), (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_EQ(kv.FindCachedPrefix(Tokens(13), 0).num_tokens, 12);
+
+  // A request for 2 unrelated blocks takes 3 and then evicts 2 (the old tail).
+  ASSERT_TRUE(kv.Allocate(SeqId(2), 8));
+  EXPECT_EQ(Ids(kv.BlockTable(SeqId(2))), (std::vector<int>{3, 2}));
+  EXPECT_EQ(kv.FindCachedPrefix(Tokens(13), 0).num_tokens, 8) << "the first two blocks survive";
+}
+
+TEST(KvCacheManagerTest, AllocationThatDoesNotFitChangesNothing) {
+  KvCacheManager kv({.num_blocks = 3, .block_size = 4});
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 8));
+  EXPECT_FALSE(kv.Allocate(SeqId(2), 8)) << "needs 2 blocks, 1 is free";
+  EXPECT_FALSE(kv.Has(SeqId(2)));
+  EXPECT_EQ(kv.num_free_blocks(), 1);
+  // Growing a sequence one block at a time.
+  EXPECT_TRUE(kv.Allocate(SeqId(1), 9));
+  EXPECT_EQ(Ids(kv.BlockTable(SeqId(1))), (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(kv.Allocate(SeqId(1), 12)) << "still 3 blocks";
+  EXPECT_FALSE(kv.Allocate(SeqId(1), 13));
+  EXPECT_DOUBLE_EQ(kv.Usage(), 1.0);
+  kv.Free(SeqId(1));
+  EXPECT_DOUBLE_EQ(kv.Usage(), 0.0);
+}
+
+TEST(KvCacheManagerTest, ReusingFreeCachedBlocksCountsAgainstFreeSpace) {
+  KvCacheManager kv({.num_blocks = 3, .block_size = 4});
+  std::vector<TokenId> prompt = Tokens(9);
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 9));
+  kv.CacheComputedBlocks(SeqId(1), prompt, 9, 0);
+  kv.Free(SeqId(1));  // 3 free, 2 of them cached
+  CachedPrefix prefix = kv.FindCachedPrefix(Tokens(13), 0);
+  ASSERT_EQ(prefix.num_tokens, 8);
+  // 13 tokens = 4 blocks: 2 cached + 2 new, but only 1 block is free besides the cached ones.
+  EXPECT_FALSE(kv.Allocate(SeqId(2), 13, prefix));
+  EXPECT_TRUE(kv.Allocate(SeqId(2), 12, prefix));
+  EXPECT_EQ(kv.num_free_blocks(), 0);
+}
+
+TEST(KvCacheManagerTest, DisabledPrefixCachingNeverHits) {
+  KvCacheManager kv({.num_blocks = 4, .block_size = 4, .enable_prefix_caching = false});
+  std::vector<TokenId> prompt = Tokens(9);
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 9));
+  kv.CacheComputedBlocks(SeqId(1), prompt, 9, 0);
+  kv.Free(SeqId(1));
+  EXPECT_EQ(kv.FindCachedPrefix(prompt, 0).num_tokens, 0);
+  EXPECT_EQ(kv.prefix_query_tokens(), 9);
+  EXPECT_EQ(kv.prefix_hit_tokens(), 0);
+}
+
+}  // namespace
+}  // namespace tachyon

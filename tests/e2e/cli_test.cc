@@ -133,7 +133,7 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
 TEST(CliTest, QuantizeThenRun) {
   std::string models = SharedDir() + "/fixtures/models";
   if (!fs::exists(models + "/stories260K.gguf")) GTEST_SKIP() << models << " is absent (needs ../shared)";
-  std::string out = TempPath("e2e_stories_q8_0.gguf");
+  std::string out = TempPath("e2e_quantized_stories_q8_0.gguf");
   CommandResult q = RunTachyon("model quantize " + models + "/stories260K.gguf " + out + " --type q8_0");
   ASSERT_EQ(q.exit_code, 0) << q.err;
   EXPECT_NE(q.out.find("wrote " + out), std::string::npos);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -19,8 +20,10 @@ struct CommandResult {
 
 // Runs `tachyon <args>` through the shell (args are shell words).
 inline CommandResult RunTachyon(const std::string& args) {
+  // ctest runs test cases as parallel processes: the pid keeps their files apart.
   static int counter = 0;
-  std::string err_path = ::testing::TempDir() + "/tachyon_e2e_stderr_" + std::to_string(counter++);
+  std::string err_path = ::testing::TempDir() + "/tachyon_e2e_stderr_" + std::to_string(::getpid()) +
+                         "_" + std::to_string(counter++);
   std::string command = std::string(TACHYON_BINARY) + " " + args + " 2>" + err_path;
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");

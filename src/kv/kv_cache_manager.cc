@@ -10,9 +10,8 @@ KvCacheManager::KvCacheManager(KvCacheOptions options) : options_(options), pool
   CHECK_GT(options.block_size, 0);
 }
 
-CachedPrefix KvCacheManager::FindCachedPrefix(std::span<const TokenId> tokens, uint64_t extra_key) {
+CachedPrefix KvCacheManager::FindCachedPrefix(std::span<const TokenId> tokens, uint64_t extra_key) const {
   CachedPrefix prefix;
-  prefix_query_tokens_ += static_cast<int64_t>(tokens.size());
   if (!options_.enable_prefix_caching || tokens.empty()) return prefix;
   const int64_t bs = options_.block_size;
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
@@ -24,7 +23,6 @@ CachedPrefix KvCacheManager::FindCachedPrefix(std::span<const TokenId> tokens, u
     prefix.blocks.push_back(*block);
   }
   prefix.num_tokens = static_cast<int64_t>(prefix.blocks.size()) * bs;
-  prefix_hit_tokens_ += prefix.num_tokens;
   return prefix;
 }
 

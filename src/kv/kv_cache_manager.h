@@ -42,9 +42,14 @@ class KvCacheManager {
   double Usage() const { return 1.0 - static_cast<double>(num_free_blocks()) / num_blocks(); }
 
   // The longest run of cached full blocks that starts `tokens`, never all of
-  // them: the last token is always computed (its logits are needed). Counts
-  // the query (in tokens) and the hit.
-  CachedPrefix FindCachedPrefix(std::span<const TokenId> tokens, uint64_t extra_key);
+  // them: the last token is always computed (its logits are needed).
+  CachedPrefix FindCachedPrefix(std::span<const TokenId> tokens, uint64_t extra_key) const;
+  // Counts one prompt's lookup for the prefix-cache metrics (once per
+  // admitted prompt, not per attempt).
+  void CountPrefixQuery(int64_t query_tokens, int64_t hit_tokens) {
+    prefix_query_tokens_ += query_tokens;
+    prefix_hit_tokens_ += hit_tokens;
+  }
 
   // Makes the block table of `seq` cover its first num_tokens tokens. The
   // first call for a sequence may pass the prefix FindCachedPrefix returned,

@@ -1,0 +1,132 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace tachyon {
+
+Scheduler::Scheduler(SchedulerOptions options, KvCacheManager* kv) : options_(options), kv_(kv) {}
+
+Status Scheduler::Add(Sequence sequence) {
+  const int64_t n = sequence.num_tokens();
+  if (n == 0) return InvalidArgumentError("the prompt is empty");
+  if (n + 1 > options_.max_model_len) {
+    return InvalidArgumentError("the prompt has " + std::to_string(n) + " tokens; with the first generated token it "
+                                "exceeds the maximum model length of " + std::to_string(options_.max_model_len));
+  }
+  const int64_t blocks = (n + 1 + kv_->block_size() - 1) / kv_->block_size();
+  if (blocks > kv_->num_blocks()) {
+    return ResourceExhaustedError("the prompt needs " + std::to_string(blocks) + " KV blocks; the cache has " +
+                                  std::to_string(kv_->num_blocks()));
+  }
+  CHECK(!sequences_.count(sequence.id)) << "sequence " << sequence.id.value() << " added twice";
+  sequence.arrival = next_arrival_++;
+  sequence.status = SequenceStatus::kWaiting;
+  sequence.num_computed_tokens = 0;
+  const SeqId id = sequence.id;
+  const int priority = sequence.priority;
+  sequences_.emplace(id, std::make_unique<Sequence>(std::move(sequence)));
+  // Keep waiting_ ordered by (priority, arrival): insert after equal priorities.
+  auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](SeqId other) { return sequences_.at(other)->priority > priority; });
+  waiting_.insert(it, id);
+  return Status::Ok();
+}
+
+Sequence* Scheduler::Find(SeqId id) {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
+SeqId Scheduler::PreemptLast(SchedulerOutput* out) {
+  CHECK(!running_.empty());
+  const SeqId victim = running_.back();
+  running_.pop_back();
+  Sequence& seq = *sequences_.at(victim);
+  kv_->Free(victim);
+  seq.num_computed_tokens = 0;
+  seq.status = SequenceStatus::kWaiting;
+  ++seq.num_preemptions;
+  waiting_.push_front(victim);  // first in line once blocks free up
+  out->preempted.push_back(victim);
+  return victim;
+}
+
+bool Scheduler::AdmitWaiting(Sequence& seq, int64_t* budget, SchedulerOutput* out) {
+  CachedPrefix prefix = kv_->FindCachedPrefix(seq.tokens, seq.cache_key);
+  const int64_t n = std::min(seq.num_tokens() - prefix.num_tokens, *budget);
+  if (n <= 0) return false;
+  if (!kv_->Allocate(seq.id, prefix.num_tokens + n, prefix)) return false;
+  kv_->CountPrefixQuery(seq.num_tokens(), prefix.num_tokens);
+  seq.num_computed_tokens = prefix.num_tokens;
+  seq.status = SequenceStatus::kRunning;
+  running_.push_back(seq.id);
+  out->scheduled.push_back({seq.id, prefix.num_tokens, n, prefix.num_tokens + n == seq.num_tokens()});
+  *budget -= n;
+  return true;
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int64_t budget = options_.max_num_batched_tokens;
+
+  // 1. Running sequences, oldest first; preempt the newest when blocks run out.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence& seq = *sequences_.at(running_[i]);
+    const int64_t n = std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    bool allocated = kv_->Allocate(seq.id, seq.num_computed_tokens + n);
+    while (!allocated && running_.back() != seq.id) {
+      PreemptLast(&out);
+      allocated = kv_->Allocate(seq.id, seq.num_computed_tokens + n);
+    }
+    if (!allocated) {
+      PreemptLast(&out);  // not even alone does it fit this step: it waits
+      break;
+    }
+    out.scheduled.push_back({seq.id, seq.num_computed_tokens, n, seq.num_computed_tokens + n == seq.num_tokens()});
+    budget -= n;
+    ++i;
+  }
+
+  // 2. Waiting sequences, while there is budget, room and no preemption this step.
+  if (out.preempted.empty()) {
+    while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < options_.max_num_seqs) {
+      Sequence& seq = *sequences_.at(waiting_.front());
+      if (!AdmitWaiting(seq, &budget, &out)) break;
+      waiting_.pop_front();
+    }
+  }
+  for (const ScheduledSequence& s : out.scheduled) out.num_batched_tokens += s.num_new_tokens;
+  return out;
+}
+
+void Scheduler::OnStepDone(const SchedulerOutput& output) {
+  for (const ScheduledSequence& s : output.scheduled) {
+    Sequence* seq = Find(s.id);
+    if (seq == nullptr || seq->status != SequenceStatus::kRunning) continue;  // removed meanwhile
+    seq->num_computed_tokens = s.first_position + s.num_new_tokens;
+    kv_->CacheComputedBlocks(s.id, seq->tokens, seq->num_computed_tokens, seq->cache_key);
+  }
+}
+
+void Scheduler::AppendToken(SeqId id, TokenId token) {
+  Sequence* seq = Find(id);
+  CHECK(seq != nullptr);
+  seq->tokens.push_back(token);
+}
+
+void Scheduler::Remove(SeqId id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return;
+  kv_->Free(id);
+  running_.erase(std::remove(running_.begin(), running_.end(), id), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), id), waiting_.end());
+  sequences_.erase(it);
+}
+
+}  // namespace tachyon

@@ -1,0 +1,84 @@
+// Scheduler: decides, each step, which sequences run and how many of their
+// tokens are computed, under a token budget and a sequence cap (vLLM v1's
+// accounting: one counter, num_computed_tokens, covers chunked prefill,
+// decode and prefix caching).
+//
+// A step gives every running sequence what it needs first (one token for a
+// decode; the next chunk of a prompt still being prefilled), in arrival
+// order, then spends the rest of the budget on waiting sequences by priority
+// then arrival: each reuses its longest cached prefix and computes a chunk of
+// the rest. When blocks run out, the most recently arrived running sequence
+// is preempted: its blocks are freed and it waits to be recomputed (its
+// tokens are kept). Pure: no I/O, no threads, no clock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+
+namespace tachyon {
+
+struct SchedulerOptions {
+  int64_t max_num_batched_tokens = 2048;  // tokens computed per step, all sequences together
+  int max_num_seqs = 64;                  // running sequences at once
+  int64_t max_model_len = 4096;           // prompt + generation, per sequence
+};
+
+struct ScheduledSequence {
+  SeqId id;
+  int64_t first_position = 0;  // num_computed_tokens when scheduled
+  int64_t num_new_tokens = 0;  // tokens [first_position, first_position + num_new_tokens) computed
+  bool samples = false;        // the chunk reaches the last token: the step samples a new one
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSequence> scheduled;
+  std::vector<SeqId> preempted;
+  int64_t num_batched_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions options, KvCacheManager* kv);
+
+  // Admits a sequence, or says why it can never run: a prompt that with one
+  // generated token exceeds max_model_len, or needs more KV blocks than exist.
+  Status Add(Sequence sequence);
+
+  SchedulerOutput Schedule();
+
+  // After the forward pass of `output`: advances num_computed_tokens and
+  // registers newly full blocks in the prefix cache. Sampled tokens are then
+  // appended with AppendToken.
+  void OnStepDone(const SchedulerOutput& output);
+  void AppendToken(SeqId id, TokenId token);
+
+  // Removes a sequence (finished or cancelled) and frees its blocks.
+  void Remove(SeqId id);
+
+  Sequence* Find(SeqId id);
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  bool empty() const { return running_.empty() && waiting_.empty(); }
+
+ private:
+  bool AdmitWaiting(Sequence& seq, int64_t* budget, SchedulerOutput* out);
+  // Frees the most recently arrived running sequence; returns its id.
+  SeqId PreemptLast(SchedulerOutput* out);
+
+  SchedulerOptions options_;
+  KvCacheManager* kv_;
+  int64_t next_arrival_ = 0;
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> sequences_;
+  std::vector<SeqId> running_;  // in arrival order
+  std::deque<SeqId> waiting_;   // in priority, then arrival order
+};
+
+}  // namespace tachyon

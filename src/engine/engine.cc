@@ -1,0 +1,99 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <span>
+
+namespace tachyon {
+
+Engine::Engine(const Model& model, const Vocab* vocab, EngineOptions options)
+    : model_(model),
+      vocab_(vocab),
+      options_(options),
+      kv_(options.kv),
+      kv_buffer_(model.config(), options.kv.block_size, options.kv.num_blocks),
+      scheduler_(options.scheduler, &kv_),
+      pool_(options.num_threads) {}
+
+Status Engine::Add(Request request) {
+  if (active_.count(request.id)) return InvalidArgumentError("request id already in use");
+  if (request.max_tokens <= 0) return InvalidArgumentError("max_tokens must be at least 1");
+  for (TokenId t : request.prompt) {
+    if (t.value() < 0 || t.value() >= model_.config().n_vocab) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t.value()) + " is outside the vocabulary");
+    }
+  }
+  Sequence seq;
+  seq.id = request.id;
+  seq.tokens = request.prompt;
+  seq.num_prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  seq.priority = request.priority;
+  seq.cache_key = request.cache_key;
+  RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
+  auto sampler = std::make_unique<Sampler>(request.sampling);
+  const SeqId id = request.id;
+  active_.emplace(id, Active{std::move(request), std::move(sampler)});
+  return Status::Ok();
+}
+
+void Engine::Cancel(SeqId id) {
+  scheduler_.Remove(id);
+  active_.erase(id);
+}
+
+std::vector<RequestOutput> Engine::Step() {
+  std::vector<RequestOutput> outputs;
+  SchedulerOutput plan = scheduler_.Schedule();
+  if (plan.empty()) return outputs;
+
+  // One batch for all scheduled chunks; block tables copied so they stay valid.
+  ForwardBatch batch;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<size_t> sampling;  // indices into plan.scheduled that sample
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const ScheduledSequence& s = plan.scheduled[i];
+    const Sequence& seq = *scheduler_.Find(s.id);
+    std::vector<int32_t> table;
+    for (BlockId b : kv_.BlockTable(s.id)) table.push_back(b.value());
+    tables.push_back(std::move(table));
+    for (int64_t p = s.first_position; p < s.first_position + s.num_new_tokens; ++p) {
+      batch.tokens.push_back(seq.tokens[p]);
+      batch.positions.push_back(p);
+      batch.sequence_index.push_back(static_cast<int32_t>(i));
+    }
+    if (s.samples) {
+      batch.logit_tokens.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
+      sampling.push_back(i);
+    }
+  }
+  for (const auto& table : tables) batch.sequences.push_back({table.data(), static_cast<int64_t>(table.size())});
+  std::vector<float> logits = model_.Forward(batch, kv_buffer_, pool_);
+  scheduler_.OnStepDone(plan);
+
+  const int64_t n_vocab = model_.config().n_vocab;
+  for (size_t k = 0; k < sampling.size(); ++k) {
+    const ScheduledSequence& s = plan.scheduled[sampling[k]];
+    Active& active = active_.at(s.id);
+    Sequence& seq = *scheduler_.Find(s.id);
+    std::span<const TokenId> generated(seq.tokens.data() + seq.num_prompt_tokens, seq.num_generated());
+    TokenId next = active.sampler->Sample(std::span<float>(logits.data() + k * n_vocab, n_vocab), generated);
+    scheduler_.AppendToken(s.id, next);
+    RequestOutput out{.id = s.id, .new_tokens = {next}, .num_prompt_tokens = seq.num_prompt_tokens,
+                      .num_generated_tokens = seq.num_generated()};
+    const Request& r = active.request;
+    const bool stop_token = std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), next) != r.stop_token_ids.end();
+    const bool eog = !r.ignore_eos && vocab_ != nullptr && vocab_->IsEndOfGeneration(next);
+    if (stop_token || eog) {
+      out.finish_reason = FinishReason::kStop;
+    } else if (seq.num_generated() >= r.max_tokens) {
+      out.finish_reason = FinishReason::kLength;
+    }
+    if (out.finish_reason != FinishReason::kNone) {
+      scheduler_.Remove(s.id);
+      active_.erase(s.id);
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+}  // namespace tachyon

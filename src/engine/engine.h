@@ -1,0 +1,82 @@
+// Engine: runs requests to completion, one step at a time:
+//   Scheduler::Schedule -> Model::Forward (one batch for every scheduled
+//   sequence) -> Sampler per sampling sequence -> outputs, finished ones freed.
+//
+// This is the synchronous core; the serving loop thread and per-request
+// streams stand on Step(). Not thread-safe: one caller drives it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache_manager.h"
+#include "model/kv_buffer.h"
+#include "model/model.h"
+#include "tokenizer/vocab.h"
+
+namespace tachyon {
+
+struct Request {
+  SeqId id;
+  std::vector<TokenId> prompt;
+  SamplingParams sampling;
+  int64_t max_tokens = 16;
+  bool ignore_eos = false;          // generate exactly max_tokens
+  std::vector<TokenId> stop_token_ids;
+  int priority = 0;
+  uint64_t cache_key = 0;
+};
+
+enum class FinishReason { kNone, kStop, kLength };
+
+struct RequestOutput {
+  SeqId id;
+  std::vector<TokenId> new_tokens;  // generated since the last output
+  FinishReason finish_reason = FinishReason::kNone;
+  int64_t num_prompt_tokens = 0;
+  int64_t num_generated_tokens = 0;
+};
+
+struct EngineOptions {
+  KvCacheOptions kv;
+  SchedulerOptions scheduler;
+  int num_threads = 1;
+};
+
+class Engine {
+ public:
+  // vocab: for end-of-generation tokens (may be null: then only stop_token_ids and max_tokens stop).
+  Engine(const Model& model, const Vocab* vocab, EngineOptions options);
+
+  Status Add(Request request);
+  // One step; returns an output for every request that produced tokens or finished.
+  std::vector<RequestOutput> Step();
+  void Cancel(SeqId id);
+  bool HasWork() const { return !scheduler_.empty(); }
+
+  const KvCacheManager& kv() const { return kv_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  struct Active {
+    Request request;
+    std::unique_ptr<Sampler> sampler;
+  };
+
+  const Model& model_;
+  const Vocab* vocab_;
+  EngineOptions options_;
+  KvCacheManager kv_;
+  KvBuffer kv_buffer_;
+  Scheduler scheduler_;
+  ThreadPool pool_;
+  std::unordered_map<SeqId, Active> active_;
+};
+
+}  // namespace tachyon

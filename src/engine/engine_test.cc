@@ -1,0 +1,163 @@
+// Differential tests of the engine, greedy: the tokens of a request must not
+// depend on prefix caching, on the other requests in its batches, on the
+// prefill chunk size, or on being preempted and recomputed.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "model/model_gen.h"
+
+namespace tachyon {
+namespace {
+
+std::unique_ptr<Model> TinyModel() {
+  static const std::string path = [] {
+    std::string p = ::testing::TempDir() + "/engine_tiny_q8_0.gguf";
+    const ModelShape& tiny = *FindModelShape("tiny");
+    EXPECT_TRUE(GenerateRandomModel({.shape = &tiny, .scheme = PureScheme(GgmlType::kQ8_0), .seed = 3,
+                                     .out_path = p, .num_threads = 2})
+                    .ok());
+    return p;
+  }();
+  return std::move(Model::Load(path)).value();
+}
+
+std::vector<TokenId> Prompt(int n, int seed, int shared_prefix = 0) {
+  std::vector<TokenId> t;
+  for (int i = 0; i < n; ++i) {
+    int source = i < shared_prefix ? 0 : seed;
+    t.push_back(TokenId((i * 29 + source * 53 + 7) % 256));
+  }
+  return t;
+}
+
+// Runs the requests to completion; returns each request's generated tokens.
+std::map<int64_t, std::vector<int32_t>> RunAll(const Model& model, EngineOptions options,
+                                               const std::vector<std::vector<TokenId>>& prompts,
+                                               int max_tokens, int* num_preemptions = nullptr,
+                                               int64_t* prefix_hit_tokens = nullptr) {
+  Engine engine(model, nullptr, options);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r{.id = SeqId(static_cast<int64_t>(i)), .prompt = prompts[i],
+              .sampling = {.temperature = 0.0f}, .max_tokens = max_tokens, .ignore_eos = true};
+    Status s = engine.Add(std::move(r));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  std::map<int64_t, std::vector<int32_t>> out;
+  int finished = 0, steps = 0;
+  while (engine.HasWork() && steps++ < 10000) {
+    for (const RequestOutput& o : engine.Step()) {
+      for (TokenId t : o.new_tokens) out[o.id.value()].push_back(t.value());
+      if (o.finish_reason != FinishReason::kNone) {
+        EXPECT_EQ(o.finish_reason, FinishReason::kLength);
+        ++finished;
+      }
+    }
+    if (num_preemptions) {
+      // Count sequences that were ever preempted (the scheduler keeps the count per sequence).
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        if (const Sequence* s = const_cast<Scheduler&>(engine.scheduler()).Find(SeqId(static_cast<int64_t>(i)))) {
+          *num_preemptions = std::max(*num_preemptions, s->num_preemptions);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(finished, static_cast<int>(prompts.size()));
+  if (prefix_hit_tokens) *prefix_hit_tokens = engine.kv().prefix_hit_tokens();
+  EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks()) << "every block returned";
+  return out;
+}
+
+EngineOptions Options(int num_blocks, int64_t budget, bool prefix_caching = true) {
+  return {.kv = {.num_blocks = num_blocks, .block_size = 16, .enable_prefix_caching = prefix_caching},
+          .scheduler = {.max_num_batched_tokens = budget, .max_num_seqs = 32, .max_model_len = 2048},
+          .num_threads = 2};
+}
+
+TEST(EngineTest, OneRequestAloneEqualsAmongSixteen) {
+  auto model = TinyModel();
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 16; ++i) prompts.push_back(Prompt(20 + 3 * i, i + 1));
+  auto together = RunAll(*model, Options(256, 512), prompts, 12);
+  for (int i : {0, 7, 15}) {
+    auto alone = RunAll(*model, Options(256, 512), {prompts[i]}, 12);
+    EXPECT_EQ(alone[0], together[i]) << "request " << i;
+  }
+}
+
+TEST(EngineTest, PrefixCachingOnAndOffGiveTheSameTokens) {
+  auto model = TinyModel();
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(Prompt(70, i + 1, /*shared_prefix=*/50));
+  // A small budget staggers the requests, so later ones find the shared blocks cached.
+  int64_t hits_on = 0, hits_off = 0;
+  auto on = RunAll(*model, Options(256, 64, true), prompts, 10, nullptr, &hits_on);
+  auto off = RunAll(*model, Options(256, 64, false), prompts, 10, nullptr, &hits_off);
+  EXPECT_EQ(on, off);
+  EXPECT_GE(hits_on, 5 * 48) << "each later request reuses the 3 full blocks of the shared 50 tokens";
+  EXPECT_EQ(hits_off, 0);
+}
+
+TEST(EngineTest, ChunkedPrefillEqualsOneChunk) {
+  auto model = TinyModel();
+  std::vector<std::vector<TokenId>> prompts = {Prompt(100, 1), Prompt(37, 2)};
+  auto small = RunAll(*model, Options(64, 7), prompts, 8);
+  auto big = RunAll(*model, Options(64, 1024), prompts, 8);
+  EXPECT_EQ(small, big);
+}
+
+TEST(EngineTest, PreemptedRequestsRecomputeToTheSameTokens) {
+  auto model = TinyModel();
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(Prompt(40, i + 1));
+  int preemptions = 0;
+  // 4 requests of 40 + 40 tokens need 5 blocks each; 12 blocks force preemption.
+  auto tight = RunAll(*model, Options(12, 512, false), prompts, 40, &preemptions);
+  auto roomy = RunAll(*model, Options(64, 512, false), prompts, 40);
+  EXPECT_GT(preemptions, 0) << "the test must exercise preemption";
+  EXPECT_EQ(tight, roomy);
+}
+
+TEST(EngineTest, StopsAtStopTokensAndRejectsBadRequests) {
+  auto model = TinyModel();
+  Engine engine(*model, nullptr, Options(64, 512));
+  auto greedy = RunAll(*model, Options(64, 512), {Prompt(10, 1)}, 5);
+  ASSERT_EQ(greedy[0].size(), 5u);
+  const int32_t stop = greedy[0][1];
+  const size_t stop_at = std::find(greedy[0].begin(), greedy[0].end(), stop) - greedy[0].begin();
+  ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = Prompt(10, 1), .sampling = {.temperature = 0.0f},
+                          .max_tokens = 5, .stop_token_ids = {TokenId(stop)}})
+                  .ok());
+  std::vector<int32_t> got;
+  FinishReason reason = FinishReason::kNone;
+  while (engine.HasWork()) {
+    for (const RequestOutput& o : engine.Step()) {
+      for (TokenId t : o.new_tokens) got.push_back(t.value());
+      reason = o.finish_reason;
+    }
+  }
+  EXPECT_EQ(reason, FinishReason::kStop);
+  EXPECT_EQ(got, std::vector<int32_t>(greedy[0].begin(), greedy[0].begin() + stop_at + 1))
+      << "generation ends with the stop token";
+  EXPECT_FALSE(engine.Add({.id = SeqId(2), .prompt = {TokenId(99999)}}).ok());
+  EXPECT_FALSE(engine.Add({.id = SeqId(3), .prompt = Prompt(4, 1), .max_tokens = 0}).ok());
+  EXPECT_FALSE(engine.Add({.id = SeqId(4), .prompt = Prompt(3000, 1)}).ok()) << "longer than max_model_len";
+}
+
+TEST(EngineTest, CancelFreesBlocks) {
+  auto model = TinyModel();
+  Engine engine(*model, nullptr, Options(64, 512));
+  ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = Prompt(50, 1), .max_tokens = 100}).ok());
+  engine.Step();
+  EXPECT_LT(engine.kv().num_free_blocks(), 64);
+  engine.Cancel(SeqId(1));
+  EXPECT_EQ(engine.kv().num_free_blocks(), 64);
+  EXPECT_FALSE(engine.HasWork());
+}
+
+}  // namespace
+}  // namespace tachyon

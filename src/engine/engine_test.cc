@@ -9,21 +9,26 @@
 #include <filesystem>
 #include <map>
 
+#include <unistd.h>
+
 #include "model/model_gen.h"
 
 namespace tachyon {
 namespace {
 
-std::unique_ptr<Model> TinyModel() {
-  static const std::string path = [] {
-    std::string p = ::testing::TempDir() + "/engine_tiny_q8_0.gguf";
+// One model per test process, generated once; the file is removed once mapped.
+const Model& TinyModel() {
+  static const std::unique_ptr<Model> model = [] {
+    std::string path = ::testing::TempDir() + "/engine_tiny_q8_0_" + std::to_string(::getpid()) + ".gguf";
     const ModelShape& tiny = *FindModelShape("tiny");
     EXPECT_TRUE(GenerateRandomModel({.shape = &tiny, .scheme = PureScheme(GgmlType::kQ8_0), .seed = 3,
-                                     .out_path = p, .num_threads = 2})
+                                     .out_path = path, .num_threads = 2})
                     .ok());
-    return p;
+    auto loaded = std::move(Model::Load(path)).value();
+    std::filesystem::remove(path);
+    return loaded;
   }();
-  return std::move(Model::Load(path)).value();
+  return *model;
 }
 
 std::vector<TokenId> Prompt(int n, int seed, int shared_prefix = 0) {
@@ -79,7 +84,7 @@ EngineOptions Options(int num_blocks, int64_t budget, bool prefix_caching = true
 }
 
 TEST(EngineTest, OneRequestAloneEqualsAmongSixteen) {
-  auto model = TinyModel();
+  const Model* model = &TinyModel();
   std::vector<std::vector<TokenId>> prompts;
   for (int i = 0; i < 16; ++i) prompts.push_back(Prompt(20 + 3 * i, i + 1));
   auto together = RunAll(*model, Options(256, 512), prompts, 12);
@@ -90,7 +95,7 @@ TEST(EngineTest, OneRequestAloneEqualsAmongSixteen) {
 }
 
 TEST(EngineTest, PrefixCachingOnAndOffGiveTheSameTokens) {
-  auto model = TinyModel();
+  const Model* model = &TinyModel();
   std::vector<std::vector<TokenId>> prompts;
   for (int i = 0; i < 6; ++i) prompts.push_back(Prompt(70, i + 1, /*shared_prefix=*/50));
   // A small budget staggers the requests, so later ones find the shared blocks cached.
@@ -103,7 +108,7 @@ TEST(EngineTest, PrefixCachingOnAndOffGiveTheSameTokens) {
 }
 
 TEST(EngineTest, ChunkedPrefillEqualsOneChunk) {
-  auto model = TinyModel();
+  const Model* model = &TinyModel();
   std::vector<std::vector<TokenId>> prompts = {Prompt(100, 1), Prompt(37, 2)};
   auto small = RunAll(*model, Options(64, 7), prompts, 8);
   auto big = RunAll(*model, Options(64, 1024), prompts, 8);
@@ -111,7 +116,7 @@ TEST(EngineTest, ChunkedPrefillEqualsOneChunk) {
 }
 
 TEST(EngineTest, PreemptedRequestsRecomputeToTheSameTokens) {
-  auto model = TinyModel();
+  const Model* model = &TinyModel();
   std::vector<std::vector<TokenId>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(Prompt(40, i + 1));
   int preemptions = 0;
@@ -123,7 +128,7 @@ TEST(EngineTest, PreemptedRequestsRecomputeToTheSameTokens) {
 }
 
 TEST(EngineTest, StopsAtStopTokensAndRejectsBadRequests) {
-  auto model = TinyModel();
+  const Model* model = &TinyModel();
   Engine engine(*model, nullptr, Options(64, 512));
   auto greedy = RunAll(*model, Options(64, 512), {Prompt(10, 1)}, 5);
   ASSERT_EQ(greedy[0].size(), 5u);
@@ -149,7 +154,7 @@ TEST(EngineTest, StopsAtStopTokensAndRejectsBadRequests) {
 }
 
 TEST(EngineTest, CancelFreesBlocks) {
-  auto model = TinyModel();
+  const Model* model = &TinyModel();
   Engine engine(*model, nullptr, Options(64, 512));
   ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = Prompt(50, 1), .max_tokens = 100}).ok());
   engine.Step();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -105,6 +106,40 @@ TEST(EngineTest, PrefixCachingOnAndOffGiveTheSameTokens) {
   EXPECT_EQ(on, off);
   EXPECT_GE(hits_on, 5 * 48) << "each later request reuses the 3 full blocks of the shared 50 tokens";
   EXPECT_EQ(hits_off, 0);
+}
+
+// The workload in small: 4 concurrent requests share a long prefix.
+TEST(EngineTest, ConcurrentSharedPrefixIsComputedOnce) {
+  const Model* model = &TinyModel();
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(Prompt(170, i + 1, /*shared_prefix=*/160));
+  auto run = [&](bool dedup, int64_t* computed) {
+    EngineOptions options = Options(256, 1024);  // room for all four prompts in one step
+    options.scheduler.deduplicate_in_flight_prefixes = dedup;
+    Engine engine(*model, nullptr, options);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_TRUE(engine.Add({.id = SeqId(static_cast<int64_t>(i)), .prompt = prompts[i],
+                              .sampling = {.temperature = 0.0f}, .max_tokens = 8, .ignore_eos = true})
+                      .ok());
+    }
+    std::map<int64_t, std::vector<int32_t>> out;
+    while (engine.HasWork()) {
+      for (const RequestOutput& o : engine.Step()) {
+        for (TokenId t : o.new_tokens) out[o.id.value()].push_back(t.value());
+      }
+    }
+    *computed = engine.scheduler().num_prompt_tokens_computed();
+    return out;
+  };
+  int64_t with_dedup = 0, without = 0;
+  auto a = run(true, &with_dedup);
+  auto b = run(false, &without);
+  EXPECT_EQ(a, b);
+  // 160 shared tokens = 10 full blocks computed once, then 10 tokens of each request.
+  EXPECT_EQ(with_dedup, 160 + 4 * 10);
+  EXPECT_EQ(without, 4 * 170) << "without deduplication all four compute the prefix in the same step";
+  std::printf("prompt tokens computed, 4 x (160 shared + 10): %lld with deduplication, %lld without\n",
+              static_cast<long long>(with_dedup), static_cast<long long>(without));
 }
 
 TEST(EngineTest, ChunkedPrefillEqualsOneChunk) {

@@ -22,6 +22,8 @@ Status Scheduler::Add(Sequence sequence) {
   }
   CHECK(!sequences_.count(sequence.id)) << "sequence " << sequence.id.value() << " added twice";
   sequence.arrival = next_arrival_++;
+  sequence.prompt_block_hashes = kv_->HashFullBlocks(
+      std::span<const TokenId>(sequence.tokens.data(), sequence.num_prompt_tokens), sequence.cache_key);
   sequence.status = SequenceStatus::kWaiting;
   sequence.num_computed_tokens = 0;
   const SeqId id = sequence.id;
@@ -53,18 +55,40 @@ SeqId Scheduler::PreemptLast(SchedulerOutput* out) {
   return victim;
 }
 
-bool Scheduler::AdmitWaiting(Sequence& seq, int64_t* budget, SchedulerOutput* out) {
+bool Scheduler::IsInFlight(const Sequence& seq, int64_t block_idx) const {
+  if (block_idx >= static_cast<int64_t>(seq.prompt_block_hashes.size())) return false;
+  const int64_t bs = kv_->block_size();
+  for (SeqId id : running_) {
+    const Sequence& other = *sequences_.at(id);
+    // Still to compute the block (not yet cached), and it is the same block.
+    if (block_idx < static_cast<int64_t>(other.prompt_block_hashes.size()) &&
+        other.num_computed_tokens < (block_idx + 1) * bs &&
+        other.prompt_block_hashes[block_idx] == seq.prompt_block_hashes[block_idx]) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Scheduler::Admission Scheduler::AdmitWaiting(Sequence& seq, int64_t* budget, SchedulerOutput* out) {
   CachedPrefix prefix = kv_->FindCachedPrefix(seq.tokens, seq.cache_key);
+  const int64_t bs = kv_->block_size();
+  const int64_t next_block = prefix.num_tokens / bs;
+  // Never the block of the last token: that one is computed whatever the cache holds.
+  if (options_.deduplicate_in_flight_prefixes && (next_block + 1) * bs < seq.num_tokens() &&
+      IsInFlight(seq, next_block)) {
+    return Admission::kWaitsForInFlightPrefix;
+  }
   const int64_t n = std::min(seq.num_tokens() - prefix.num_tokens, *budget);
-  if (n <= 0) return false;
-  if (!kv_->Allocate(seq.id, prefix.num_tokens + n, prefix)) return false;
+  if (n <= 0) return Admission::kNoRoom;
+  if (!kv_->Allocate(seq.id, prefix.num_tokens + n, prefix)) return Admission::kNoRoom;
   kv_->CountPrefixQuery(seq.num_tokens(), prefix.num_tokens);
   seq.num_computed_tokens = prefix.num_tokens;
   seq.status = SequenceStatus::kRunning;
   running_.push_back(seq.id);
   out->scheduled.push_back({seq.id, prefix.num_tokens, n, prefix.num_tokens + n == seq.num_tokens()});
   *budget -= n;
-  return true;
+  return Admission::kAdmitted;
 }
 
 SchedulerOutput Scheduler::Schedule() {
@@ -93,12 +117,19 @@ SchedulerOutput Scheduler::Schedule() {
     ++i;
   }
 
-  // 2. Waiting sequences, while there is budget, room and no preemption this step.
+  // 2. Waiting sequences, while there is budget, room and no preemption this
+  // step. One that waits for an in-flight prefix keeps its place in line.
   if (out.preempted.empty()) {
-    while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < options_.max_num_seqs) {
-      Sequence& seq = *sequences_.at(waiting_.front());
-      if (!AdmitWaiting(seq, &budget, &out)) break;
-      waiting_.pop_front();
+    for (auto it = waiting_.begin();
+         it != waiting_.end() && budget > 0 && static_cast<int>(running_.size()) < options_.max_num_seqs;) {
+      Sequence& seq = *sequences_.at(*it);
+      Admission admission = AdmitWaiting(seq, &budget, &out);
+      if (admission == Admission::kNoRoom) break;
+      if (admission == Admission::kWaitsForInFlightPrefix) {
+        ++it;
+        continue;
+      }
+      it = waiting_.erase(it);
     }
   }
   for (const ScheduledSequence& s : out.scheduled) out.num_batched_tokens += s.num_new_tokens;
@@ -110,6 +141,8 @@ void Scheduler::OnStepDone(const SchedulerOutput& output) {
     Sequence* seq = Find(s.id);
     if (seq == nullptr || seq->status != SequenceStatus::kRunning) continue;  // removed meanwhile
     seq->num_computed_tokens = s.first_position + s.num_new_tokens;
+    num_prompt_tokens_computed_ +=
+        std::max<int64_t>(0, std::min(seq->num_computed_tokens, seq->num_prompt_tokens) - s.first_position);
     kv_->CacheComputedBlocks(s.id, seq->tokens, seq->num_computed_tokens, seq->cache_key);
   }
 }

@@ -10,6 +10,13 @@
 // the rest. When blocks run out, the most recently arrived running sequence
 // is preempted: its blocks are freed and it waits to be recomputed (its
 // tokens are kept). Pure: no I/O, no threads, no clock.
+//
+// In-flight prefix deduplication: a waiting sequence whose next uncached
+// prompt block is one that a running sequence is still prefilling waits for
+// those blocks to be computed and cached (it could not run past them sooner
+// by computing them itself, since both share one token budget), then reuses
+// them; later waiting sequences are admitted meanwhile. If the running one
+// goes away first, the waiting one computes the blocks itself.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +35,7 @@ struct SchedulerOptions {
   int64_t max_num_batched_tokens = 2048;  // tokens computed per step, all sequences together
   int max_num_seqs = 64;                  // running sequences at once
   int64_t max_model_len = 4096;           // prompt + generation, per sequence
+  bool deduplicate_in_flight_prefixes = true;  // see above; off only for comparisons
 };
 
 struct ScheduledSequence {
@@ -68,8 +76,15 @@ class Scheduler {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   bool empty() const { return running_.empty() && waiting_.empty(); }
 
+  // Prompt tokens computed so far (cached prefixes excluded; recomputation
+  // after preemption included).
+  int64_t num_prompt_tokens_computed() const { return num_prompt_tokens_computed_; }
+
  private:
-  bool AdmitWaiting(Sequence& seq, int64_t* budget, SchedulerOutput* out);
+  enum class Admission { kAdmitted, kNoRoom, kWaitsForInFlightPrefix };
+  Admission AdmitWaiting(Sequence& seq, int64_t* budget, SchedulerOutput* out);
+  // Whether a running sequence is prefilling block `block_idx` of `seq`'s prompt.
+  bool IsInFlight(const Sequence& seq, int64_t block_idx) const;
   // Frees the most recently arrived running sequence; returns its id.
   SeqId PreemptLast(SchedulerOutput* out);
 
@@ -79,6 +94,7 @@ class Scheduler {
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> sequences_;
   std::vector<SeqId> running_;  // in arrival order
   std::deque<SeqId> waiting_;   // in priority, then arrival order
+  int64_t num_prompt_tokens_computed_ = 0;
 };
 
 }  // namespace tachyon

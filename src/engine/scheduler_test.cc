@@ -107,6 +107,65 @@ TEST(SchedulerTest, PreemptsTheNewestWhenBlocksRunOut) {
   EXPECT_EQ(scheduler.Find(SeqId(2))->num_preemptions, 1);
 }
 
+TEST(SchedulerTest, SharedPrefixInFlightIsComputedOnce) {
+  for (bool dedup : {true, false}) {
+    KvCacheManager kv({.num_blocks = 32, .block_size = 4});
+    Scheduler scheduler({.max_num_batched_tokens = 20, .max_num_seqs = 4, .max_model_len = 64,
+                         .deduplicate_in_flight_prefixes = dedup},
+                        &kv);
+    // Both prompts: the same 16 tokens (4 blocks), then one token of their own.
+    Sequence a = Seq(1, 16), b = Seq(2, 16);
+    a.tokens.push_back(TokenId(500));
+    b.tokens.push_back(TokenId(600));
+    a.num_prompt_tokens = b.num_prompt_tokens = 17;
+    ASSERT_TRUE(scheduler.Add(a).ok());
+    ASSERT_TRUE(scheduler.Add(b).ok());
+    SchedulerOutput first = RunStep(scheduler, 0);
+    SchedulerOutput second = RunStep(scheduler, 1);
+    if (dedup) {
+      // b waits while a computes the shared blocks, then reuses all four.
+      EXPECT_EQ(Steps(first), (std::vector<Step>{{1, 0, 17, true}}));
+      EXPECT_EQ(Steps(second), (std::vector<Step>{{1, 17, 1, true}, {2, 16, 1, true}}));
+      EXPECT_EQ(scheduler.num_prompt_tokens_computed(), 17 + 1);
+    } else {
+      // b computes the same prefix again, alongside.
+      EXPECT_EQ(Steps(first), (std::vector<Step>{{1, 0, 17, true}, {2, 0, 3, false}}));
+      EXPECT_EQ(Steps(second), (std::vector<Step>{{1, 17, 1, true}, {2, 3, 14, true}}));
+      EXPECT_EQ(scheduler.num_prompt_tokens_computed(), 17 + 17);
+    }
+  }
+}
+
+TEST(SchedulerTest, WaitingForAnInFlightPrefixDoesNotBlockOthers) {
+  auto longer = [](int64_t id) {
+    Sequence s = Seq(id, 16);  // the 16 tokens of seq 1, then 4 of its own
+    for (int i = 0; i < 4; ++i) s.tokens.push_back(TokenId(700 + i));
+    s.num_prompt_tokens = 20;
+    return s;
+  };
+  KvCacheManager kv({.num_blocks = 32, .block_size = 4});
+  Scheduler scheduler({.max_num_batched_tokens = 12, .max_num_seqs = 4, .max_model_len = 64}, &kv);
+  ASSERT_TRUE(scheduler.Add(Seq(1, 16)).ok());
+  ASSERT_TRUE(scheduler.Add(longer(2)).ok());       // shares seq 1's blocks: waits
+  ASSERT_TRUE(scheduler.Add(Seq(3, 3, 900)).ok());  // unrelated: runs with the leftover budget
+  EXPECT_EQ(Steps(RunStep(scheduler, 0)), (std::vector<Step>{{1, 0, 12, false}}));
+  EXPECT_EQ(Steps(RunStep(scheduler, 1)), (std::vector<Step>{{1, 12, 4, true}, {3, 0, 3, true}}));
+  EXPECT_EQ(scheduler.num_waiting(), 1);
+  // Seq 1 computed block 3 at step 1: seq 2 now reuses all four blocks.
+  SchedulerOutput out = RunStep(scheduler, 2);
+  EXPECT_EQ(Steps(out), (std::vector<Step>{{1, 16, 1, true}, {3, 3, 1, true}, {2, 16, 4, true}}));
+
+  // If the sequence being waited for goes away, the waiting one computes the rest itself.
+  KvCacheManager kv2({.num_blocks = 32, .block_size = 4});
+  Scheduler other({.max_num_batched_tokens = 12, .max_num_seqs = 4, .max_model_len = 64}, &kv2);
+  ASSERT_TRUE(other.Add(Seq(1, 16)).ok());
+  ASSERT_TRUE(other.Add(longer(2)).ok());
+  RunStep(other, 0);
+  other.Remove(SeqId(1));
+  EXPECT_EQ(Steps(RunStep(other, 1)), (std::vector<Step>{{2, 12, 8, true}}))
+      << "the three blocks seq 1 finished are reused";
+}
+
 TEST(SchedulerTest, RejectsPromptsThatCanNeverRun) {
   KvCacheManager kv({.num_blocks = 2, .block_size = 4});
   Scheduler scheduler({.max_num_batched_tokens = 100, .max_num_seqs = 4, .max_model_len = 16}, &kv);

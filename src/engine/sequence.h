@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/strong_id.h"
+#include "kv/block_hash.h"
 
 namespace tachyon {
 
@@ -24,6 +25,9 @@ struct Sequence {
   int64_t arrival = 0;       // admission order, set by the scheduler
   uint64_t cache_key = 0;    // extra key of the block hashes (tenant, adapter); 0: shared
   SequenceStatus status = SequenceStatus::kWaiting;
+  // Hash chain of the prompt's full blocks (set at admission): how the
+  // scheduler sees that two prompts share blocks before either is cached.
+  std::vector<BlockHash> prompt_block_hashes;
   int num_preemptions = 0;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }

@@ -26,6 +26,17 @@ CachedPrefix KvCacheManager::FindCachedPrefix(std::span<const TokenId> tokens, u
   return prefix;
 }
 
+std::vector<BlockHash> KvCacheManager::HashFullBlocks(std::span<const TokenId> tokens, uint64_t extra_key) const {
+  std::vector<BlockHash> hashes;
+  const int64_t bs = options_.block_size;
+  BlockHash parent = kRootBlockHash;
+  for (int64_t i = 0; (i + 1) * bs <= static_cast<int64_t>(tokens.size()); ++i) {
+    parent = HashBlock(parent, tokens.subspan(i * bs, bs), extra_key);
+    hashes.push_back(parent);
+  }
+  return hashes;
+}
+
 bool KvCacheManager::Allocate(SeqId seq, int64_t num_tokens, const CachedPrefix& prefix) {
   const int64_t bs = options_.block_size;
   auto it = seqs_.find(seq);

@@ -44,6 +44,8 @@ class KvCacheManager {
   // The longest run of cached full blocks that starts `tokens`, never all of
   // them: the last token is always computed (its logits are needed).
   CachedPrefix FindCachedPrefix(std::span<const TokenId> tokens, uint64_t extra_key) const;
+  // The hash chain of the full blocks of `tokens`: element i identifies blocks 0..i.
+  std::vector<BlockHash> HashFullBlocks(std::span<const TokenId> tokens, uint64_t extra_key) const;
   // Counts one prompt's lookup for the prefix-cache metrics (once per
   // admitted prompt, not per attempt).
   void CountPrefixQuery(int64_t query_tokens, int64_t hit_tokens) {

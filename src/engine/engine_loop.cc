@@ -1,0 +1,91 @@
+#include "engine/engine_loop.h"
+
+namespace tachyon {
+
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void EngineLoop::Submit(Request request, Callback callback) {
+  ++num_in_flight_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    submitted_.emplace_back(std::move(request), std::move(callback));
+  }
+  wake_.notify_one();
+}
+
+void EngineLoop::Cancel(SeqId id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+EngineStats EngineLoop::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void EngineLoop::Run() {
+  while (true) {
+    std::deque<std::pair<Request, Callback>> submitted;
+    std::deque<SeqId> cancelled;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !submitted_.empty() || !cancelled_.empty() || engine_->HasWork();
+      });
+      if (stopping_) break;
+      submitted.swap(submitted_);
+      cancelled.swap(cancelled_);
+    }
+    for (auto& [request, callback] : submitted) {
+      const SeqId id = request.id;
+      Status status = engine_->Add(std::move(request));
+      if (!status.ok()) {
+        --num_in_flight_;
+        callback(nullptr, status);
+        continue;
+      }
+      callbacks_[id] = std::move(callback);
+    }
+    for (SeqId id : cancelled) {
+      if (callbacks_.erase(id)) {
+        engine_->Cancel(id);
+        --num_in_flight_;
+      }
+    }
+    for (const RequestOutput& output : engine_->Step()) {
+      auto it = callbacks_.find(output.id);
+      if (it == callbacks_.end()) continue;
+      it->second(&output, Status::Ok());
+      if (output.finish_reason != FinishReason::kNone) {
+        callbacks_.erase(it);
+        --num_in_flight_;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_ = {.num_running = engine_->scheduler().num_running(),
+              .num_waiting = engine_->scheduler().num_waiting(),
+              .kv_usage = engine_->kv().Usage(),
+              .prefix_query_tokens = engine_->kv().prefix_query_tokens(),
+              .prefix_hit_tokens = engine_->kv().prefix_hit_tokens(),
+              .prompt_tokens_computed = engine_->scheduler().num_prompt_tokens_computed()};
+  }
+  // Shutting down: whatever is left is cancelled.
+  for (auto& [id, callback] : callbacks_) engine_->Cancel(id);
+  callbacks_.clear();
+}
+
+}  // namespace tachyon

@@ -1,0 +1,60 @@
+// EngineLoop: the engine's own thread, running Engine::Step() while there is
+// work, and the thread-safe door to it: requests are submitted and cancelled
+// from any thread; each request's outputs go to its callback, on the loop thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/engine.h"
+
+namespace tachyon {
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_usage = 0;  // 0..1
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t prompt_tokens_computed = 0;
+};
+
+class EngineLoop {
+ public:
+  // output: every RequestOutput of the request; error: the request was refused
+  // (the callback is then called once, with a non-ok status).
+  using Callback = std::function<void(const RequestOutput* output, const Status& status)>;
+
+  explicit EngineLoop(std::unique_ptr<Engine> engine);
+  ~EngineLoop();  // cancels what is left and joins the thread
+
+  void Submit(Request request, Callback callback);
+  // The request's blocks are freed at the next step; its callback is not called again.
+  void Cancel(SeqId id);
+
+  EngineStats Stats() const;
+  // Requests submitted and not yet finished (queued for the loop or in the engine).
+  int num_in_flight() const { return num_in_flight_.load(); }
+
+ private:
+  void Run();
+
+  std::unique_ptr<Engine> engine_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::deque<std::pair<Request, Callback>> submitted_;  // guarded by mutex_
+  std::deque<SeqId> cancelled_;                         // guarded by mutex_
+  EngineStats stats_;                                   // guarded by mutex_
+  std::atomic<int> num_in_flight_{0};
+  std::unordered_map<SeqId, Callback> callbacks_;  // loop thread only
+  std::thread thread_;
+};
+
+}  // namespace tachyon

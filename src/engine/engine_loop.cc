@@ -69,11 +69,15 @@ void EngineLoop::Run() {
     for (const RequestOutput& output : engine_->Step()) {
       auto it = callbacks_.find(output.id);
       if (it == callbacks_.end()) continue;
-      it->second(&output, Status::Ok());
-      if (output.finish_reason != FinishReason::kNone) {
-        callbacks_.erase(it);
-        --num_in_flight_;
+      if (output.finish_reason == FinishReason::kNone) {
+        it->second(&output, Status::Ok());
+        continue;
       }
+      // Finished: counted out before the callback, so a caller woken by it sees the count.
+      Callback callback = std::move(it->second);
+      callbacks_.erase(it);
+      --num_in_flight_;
+      callback(&output, Status::Ok());
     }
     std::lock_guard<std::mutex> lock(mutex_);
     stats_ = {.num_running = engine_->scheduler().num_running(),

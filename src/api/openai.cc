@@ -1,0 +1,230 @@
+#include "api/openai.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tachyon {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+ApiError Invalid(std::string message, std::string param) {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), ""};
+}
+
+// Reads an optional number field within [lo, hi].
+std::optional<ApiError> Number(const json& body, const char* key, double lo, double hi, float* out) {
+  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
+  if (!body[key].is_number()) return Invalid(std::string("'") + key + "' must be a number", key);
+  double v = body[key].get<double>();
+  if (v < lo || v > hi) {
+    return Invalid(std::string("'") + key + "' must be between " + std::to_string(lo).substr(0, 4) + " and " +
+                       std::to_string(hi).substr(0, 4),
+                   key);
+  }
+  *out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> Bool(const json& body, const char* key, bool* out) {
+  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
+  if (!body[key].is_boolean()) return Invalid(std::string("'") + key + "' must be a boolean", key);
+  *out = body[key].get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseMessages(const json& body, CompletionRequest* r) {
+  if (!body.contains("messages")) return Invalid("'messages' is required", "messages");
+  const json& messages = body["messages"];
+  if (!messages.is_array() || messages.empty()) return Invalid("'messages' must be a non-empty array", "messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Invalid(where + " must be an object", where);
+    if (!m.contains("role") || !m["role"].is_string()) return Invalid(where + ".role must be a string", where + ".role");
+    ChatMessage message{m["role"].get<std::string>(), ""};
+    if (m.contains("content") && !m["content"].is_null()) {
+      const json& content = m["content"];
+      if (content.is_string()) {
+        message.content = content.get<std::string>();
+      } else if (content.is_array()) {  // content parts: the text ones, concatenated
+        for (const json& part : content) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string()) {
+            return Invalid(where + ".content parts must be {\"type\": \"text\", \"text\": ...}", where + ".content");
+          }
+          message.content += part["text"].get<std::string>();
+        }
+      } else {
+        return Invalid(where + ".content must be a string or an array of text parts", where + ".content");
+      }
+    }
+    r->messages.push_back(std::move(message));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParsePrompt(const json& body, CompletionRequest* r) {
+  if (!body.contains("prompt")) return Invalid("'prompt' is required", "prompt");
+  const json& prompt = body["prompt"];
+  if (prompt.is_string()) {
+    r->prompt = prompt.get<std::string>();
+    return std::nullopt;
+  }
+  if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
+    r->prompt = prompt[0].get<std::string>();
+    return std::nullopt;
+  }
+  if (prompt.is_array() && !prompt.empty()) {
+    for (const json& id : prompt) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return Invalid("'prompt' must be a string or an array of token ids", "prompt");
+      }
+      r->prompt_ids.push_back(TokenId(static_cast<int32_t>(id.get<int64_t>())));
+    }
+    r->prompt_is_ids = true;
+    return std::nullopt;
+  }
+  return Invalid("'prompt' must be a string or a non-empty array of token ids (one prompt per request)", "prompt");
+}
+
+}  // namespace
+
+std::string ErrorBody(const ApiError& e) {
+  return Dump({{"error",
+                {{"message", e.message},
+                 {"type", e.type},
+                 {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}});
+}
+
+std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view text, Endpoint endpoint) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return Invalid("the request body is not valid JSON", "");
+  if (!body.is_object()) return Invalid("the request body must be a JSON object", "");
+  CompletionRequest r;
+  r.endpoint = endpoint;
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) return Invalid("'model' must be a string", "model");
+    r.model = body["model"].get<std::string>();
+  }
+  if (auto e = endpoint == Endpoint::kChatCompletions ? ParseMessages(body, &r) : ParsePrompt(body, &r)) return *e;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!body.contains(key) || body[key].is_null()) continue;
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
+      return Invalid(std::string("'") + key + "' must be an integer >= 1", key);
+    }
+    r.max_tokens = body[key].get<int64_t>();
+  }
+  if (auto e = Number(body, "temperature", 0.0, 2.0, &r.sampling.temperature)) return *e;
+  if (auto e = Number(body, "top_p", 0.0, 1.0, &r.sampling.top_p)) return *e;
+  if (auto e = Number(body, "presence_penalty", -2.0, 2.0, &r.sampling.presence_penalty)) return *e;
+  if (auto e = Number(body, "frequency_penalty", -2.0, 2.0, &r.sampling.frequency_penalty)) return *e;
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    if (!body["seed"].is_number_integer()) return Invalid("'seed' must be an integer", "seed");
+    r.sampling.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
+  }
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& stop = body["stop"];
+    if (stop.is_string()) {
+      r.stop.push_back(stop.get<std::string>());
+    } else if (stop.is_array() && stop.size() <= 4) {
+      for (const json& s : stop) {
+        if (!s.is_string()) return Invalid("'stop' must be a string or an array of up to 4 strings", "stop");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return Invalid("'stop' must be a string or an array of up to 4 strings", "stop");
+    }
+  }
+  if (body.contains("n") && !body["n"].is_null()) {
+    if (!body["n"].is_number_integer() || body["n"].get<int64_t>() != 1) return Invalid("only 'n' = 1 is supported", "n");
+  }
+  if (auto e = Bool(body, "stream", &r.stream)) return *e;
+  if (auto e = Bool(body, "ignore_eos", &r.ignore_eos)) return *e;
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    if (!body["stream_options"].is_object()) return Invalid("'stream_options' must be an object", "stream_options");
+    if (auto e = Bool(body["stream_options"], "include_usage", &r.include_usage)) return *e;
+  }
+  bool logprobs = false;
+  if (auto e = Bool(body, "logprobs", &logprobs)) return *e;
+  if (logprobs || (body.contains("logprobs") && body["logprobs"].is_number_integer() && body["logprobs"].get<int>() > 0)) {
+    return ApiError{400, "logprobs are not supported by this server yet", "invalid_request_error", "logprobs",
+                    "unsupported"};
+  }
+  if (body.contains("user") && body["user"].is_string()) r.user = body["user"].get<std::string>();
+  return r;
+}
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    default: return nullptr;
+  }
+}
+
+namespace {
+
+json UsageJson(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json Reason(FinishReason reason) {
+  const char* name = FinishReasonName(reason);
+  return name ? json(name) : json(nullptr);
+}
+
+}  // namespace
+
+std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                           const std::string& text, FinishReason reason, const Usage& usage) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Reason(reason)}};
+  json out = {{"id", id}, {"created", created}, {"model", model}};
+  if (endpoint == Endpoint::kChatCompletions) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    out["object"] = "chat.completion";
+  } else {
+    choice["text"] = text;
+    out["object"] = "text_completion";
+  }
+  out["choices"] = json::array({choice});
+  out["usage"] = UsageJson(usage);
+  return Dump(out);
+}
+
+std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                      const std::string& text, FinishReason reason, bool first) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Reason(reason)}};
+  json out = {{"id", id}, {"created", created}, {"model", model}};
+  if (endpoint == Endpoint::kChatCompletions) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || reason == FinishReason::kNone) delta["content"] = text;
+    choice["delta"] = delta;
+    out["object"] = "chat.completion.chunk";
+  } else {
+    choice["text"] = text;
+    out["object"] = "text_completion";
+  }
+  out["choices"] = json::array({choice});
+  return Dump(out);
+}
+
+std::string UsageChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                           const Usage& usage) {
+  json out = {{"id", id},
+              {"object", endpoint == Endpoint::kChatCompletions ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array()},
+              {"usage", UsageJson(usage)}};
+  return Dump(out);
+}
+
+std::string SseEvent(const std::string& json_text) { return "data: " + json_text + "\n\n"; }
+
+}  // namespace tachyon

@@ -1,0 +1,88 @@
+#include "api/openai.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tachyon {
+namespace {
+
+ApiError ErrorOf(std::string_view body, Endpoint e = Endpoint::kCompletions) {
+  auto r = ParseCompletionRequest(body, e);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+CompletionRequest Parse(std::string_view body, Endpoint e = Endpoint::kCompletions) {
+  auto r = ParseCompletionRequest(body, e);
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << std::get<ApiError>(r).message;
+  return std::holds_alternative<CompletionRequest>(r) ? std::get<CompletionRequest>(r) : CompletionRequest{};
+}
+
+TEST(OpenAiTest, ParsesCompletionsAndChat) {
+  CompletionRequest c = Parse(R"({"model":"m","prompt":"Hi","max_tokens":5,"temperature":0,"top_p":0.9,
+    "seed":7,"stop":["\n","END"],"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,
+    "unknown_field":{"x":1}})");
+  EXPECT_EQ(c.prompt, "Hi");
+  EXPECT_EQ(*c.max_tokens, 5);
+  EXPECT_EQ(c.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(c.sampling.top_p, 0.9f);
+  EXPECT_EQ(c.sampling.seed, 7u);
+  EXPECT_EQ(c.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(c.stream && c.include_usage && c.ignore_eos);
+
+  CompletionRequest ids = Parse(R"({"prompt":[1,2,3],"max_completion_tokens":2})");
+  EXPECT_TRUE(ids.prompt_is_ids);
+  EXPECT_EQ(ids.prompt_ids.size(), 3u);
+
+  CompletionRequest chat = Parse(R"({"messages":[{"role":"system","content":"S"},
+    {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
+                                 Endpoint::kChatCompletions);
+  ASSERT_EQ(chat.messages.size(), 2u);
+  EXPECT_EQ(chat.messages[1].content, "ab");
+  EXPECT_FALSE(chat.max_tokens.has_value());
+}
+
+TEST(OpenAiTest, ErrorsNameTheField) {
+  EXPECT_EQ(ErrorOf("{not json").message, "the request body is not valid JSON");
+  EXPECT_EQ(ErrorOf("[1,2]").message, "the request body must be a JSON object");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","max_tokens":"5"})").param, "max_tokens");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","max_tokens":0})").param, "max_tokens");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","temperature":3})").param, "temperature");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","temperature":"hot"})").param, "temperature");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","n":2})").param, "n");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","stream":"yes"})").param, "stream");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","stop":[1]})").param, "stop");
+  EXPECT_EQ(ErrorOf(R"({"prompt":{"a":1}})").param, "prompt");
+  EXPECT_EQ(ErrorOf(R"({"model":5,"prompt":"x"})").param, "model");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","logprobs":true})").code, "unsupported");
+  EXPECT_EQ(ErrorOf(R"({"max_tokens":3})").param, "prompt");
+  EXPECT_EQ(ErrorOf(R"({"messages":[]})", Endpoint::kChatCompletions).param, "messages");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"content":"x"}]})", Endpoint::kChatCompletions).param, "messages[0].role");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":5}]})", Endpoint::kChatCompletions).param,
+            "messages[0].content");
+}
+
+TEST(OpenAiTest, ResponseShapes) {
+  auto error = nlohmann::json::parse(ErrorBody({404, "no such model", "not_found_error", "model", "model_not_found"}));
+  EXPECT_EQ(error["error"]["message"], "no such model");
+  EXPECT_EQ(error["error"]["param"], "model");
+  auto body = nlohmann::json::parse(
+      CompletionBody(Endpoint::kChatCompletions, "id1", 5, "m", "hello", FinishReason::kLength, {3, 2}));
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["total_tokens"], 5);
+  auto chunk = nlohmann::json::parse(ChunkBody(Endpoint::kChatCompletions, "id1", 5, "m", "he", FinishReason::kNone, true));
+  EXPECT_EQ(chunk["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  auto text = nlohmann::json::parse(ChunkBody(Endpoint::kCompletions, "id1", 5, "m", "lo", FinishReason::kStop, false));
+  EXPECT_EQ(text["choices"][0]["text"], "lo");
+  EXPECT_EQ(text["choices"][0]["finish_reason"], "stop");
+  auto usage = nlohmann::json::parse(UsageChunkBody(Endpoint::kCompletions, "id1", 5, "m", {4, 1}));
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(SseEvent("{}"), "data: {}\n\n");
+}
+
+}  // namespace
+}  // namespace tachyon

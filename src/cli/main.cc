@@ -3,6 +3,7 @@
 
 #include "cli/model_command.h"
 #include "cli/run_command.h"
+#include "cli/serve_command.h"
 #include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   tachyon::cli::AddModelCommand(app, &exit_code);
   tachyon::cli::AddTokenizeCommand(app, &exit_code);
   tachyon::cli::AddRunCommand(app, &exit_code);
+  tachyon::cli::AddServeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,72 @@
+#include "obs/histogram.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tachyon {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+std::vector<double> Histogram::LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+          0.75,  1.0,    1.5,   2.0,    2.5,  5.0,  7.5,  10.0, 20.0, 40.0,  80.0, 160.0, 320.0, 640.0};
+}
+
+void Histogram::Observe(double value) {
+  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+uint64_t Histogram::count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return count_;
+}
+
+double Histogram::sum() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sum_;
+}
+
+double Histogram::Quantile(double q) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (count_ == 0) return 0;
+  const double rank = q * static_cast<double>(count_);
+  uint64_t below = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    if (below + counts_[i] >= rank && counts_[i] > 0) {
+      const double lo = i == 0 ? 0.0 : bounds_[i - 1];
+      const double hi = i < bounds_.size() ? bounds_[i] : bounds_.back();
+      return lo + (hi - lo) * (rank - static_cast<double>(below)) / static_cast<double>(counts_[i]);
+    }
+    below += counts_[i];
+  }
+  return bounds_.back();
+}
+
+std::string Histogram::RenderPrometheus(const std::string& name, const std::string& labels) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out = "# TYPE " + name + " histogram\n";
+  const std::string sep = labels.empty() ? "" : ",";
+  uint64_t cumulative = 0;
+  char line[256];
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    cumulative += counts_[i];
+    if (i < bounds_.size()) {
+      std::snprintf(line, sizeof(line), "%s_bucket{%s%sle=\"%g\"} %llu\n", name.c_str(), labels.c_str(), sep.c_str(),
+                    bounds_[i], static_cast<unsigned long long>(cumulative));
+    } else {
+      std::snprintf(line, sizeof(line), "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name.c_str(), labels.c_str(),
+                    sep.c_str(), static_cast<unsigned long long>(cumulative));
+    }
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name.c_str(), labels.c_str(), sum_,
+                name.c_str(), labels.c_str(), static_cast<unsigned long long>(count_));
+  return out + line;
+}
+
+}  // namespace tachyon

@@ -1,0 +1,36 @@
+// Histogram: counts of observations in fixed buckets (Prometheus style:
+// cumulative "le" buckets, sum and count), safe to observe from any thread.
+// Percentiles are read off the buckets by linear interpolation inside one.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tachyon {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+
+  void Observe(double value);
+  uint64_t count() const;
+  double sum() const;
+  // The q-quantile (0..1) estimated from the buckets; 0 when empty.
+  double Quantile(double q) const;
+  // "<name>_bucket{<labels>,le="..."} n" lines, then _sum and _count.
+  std::string RenderPrometheus(const std::string& name, const std::string& labels) const;
+
+  // Bucket edges for latencies in seconds, fine from 1 ms.
+  static std::vector<double> LatencyBuckets();
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mutex_;
+  std::vector<uint64_t> counts_;  // per bucket, the last is +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+}  // namespace tachyon

@@ -1,0 +1,168 @@
+// `tachyon serve` end to end: the real binary on a free port, driven by curl.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "run_command.h"
+#include "server_process.h"
+
+namespace tachyon::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string StoriesModel() {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
+}
+
+std::vector<nlohmann::json> SseEvents(const std::string& body, bool* done) {
+  std::vector<nlohmann::json> events;
+  *done = false;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    size_t end = body.find("\n\n", pos);
+    std::string data = body.substr(pos + 6, end - pos - 6);
+    if (data == "[DONE]") {
+      *done = true;
+    } else {
+      events.push_back(nlohmann::json::parse(data));
+    }
+    pos = end;
+  }
+  return events;
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+    if (!fs::exists(StoriesModel())) GTEST_SKIP() << StoriesModel() << " is absent (needs ../shared)";
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--model", StoriesModel(), "--chat-template", "llama2", "--max-body-bytes", "20000"});
+    ASSERT_TRUE(server_->started()) << "no 'listening on' line";
+  }
+  std::string Post(const std::string& path, const std::string& body) {
+    std::string file = ::testing::TempDir() + "/serve_body_" + std::to_string(::getpid()) + ".json";
+    { std::ofstream(file) << body; }
+    return Curl("-X POST -H 'Content-Type: application/json' --data-binary @" + file + " " + server_->url() + path);
+  }
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(ServeTest, CompletionMatchesTachyonRun) {
+  // Greedy through the server = greedy through `tachyon run` (llama2.c's text).
+  auto body = nlohmann::json::parse(Post("/v1/completions",
+                                         R"({"prompt":"Once upon a time","max_tokens":40,"temperature":0})"));
+  ASSERT_TRUE(body.contains("choices")) << body.dump();
+  std::string text = body["choices"][0]["text"];
+  CommandResult run = RunTachyon("run --model " + StoriesModel() + " -p 'Once upon a time' -n 40 --temp 0");
+  EXPECT_EQ("Once upon a time" + text + "\n", run.out);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 40);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(body["object"], "text_completion");
+}
+
+TEST_F(ServeTest, StreamingChatWithUsageAndDone) {
+  std::string out = Post("/v1/chat/completions",
+                         R"({"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":12,
+                             "temperature":0,"stream":true,"stream_options":{"include_usage":true}})");
+  bool done = false;
+  std::vector<nlohmann::json> events = SseEvents(out, &done);
+  ASSERT_GE(events.size(), 3u) << out;
+  EXPECT_TRUE(done) << "ends with data: [DONE]";
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
+  EXPECT_TRUE(events.back()["choices"].empty());
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ServeTest, StopStringsAreNeverEmitted) {
+  auto full = nlohmann::json::parse(Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":30,"temperature":0})"));
+  std::string text = full["choices"][0]["text"];
+  ASSERT_GT(text.size(), 20u);
+  std::string stop = text.substr(10, 4);  // a piece from the middle
+  nlohmann::json request = {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0}, {"stop", stop}};
+  auto stopped = nlohmann::json::parse(Post("/v1/completions", request.dump()));
+  EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServeTest, ErrorsHaveOpenAiShapes) {
+  auto bad_json = nlohmann::json::parse(Post("/v1/completions", "{oops"));
+  EXPECT_EQ(bad_json["error"]["type"], "invalid_request_error");
+  auto wrong_type = nlohmann::json::parse(Post("/v1/completions", R"({"prompt":"x","max_tokens":"9"})"));
+  EXPECT_EQ(wrong_type["error"]["param"], "max_tokens");
+  auto unknown_model = nlohmann::json::parse(Post("/v1/completions", R"({"model":"gpt-9","prompt":"x"})"));
+  EXPECT_EQ(unknown_model["error"]["code"], "model_not_found");
+  std::string big = "{\"prompt\":\"" + std::string(30000, 'a') + "\"}";
+  std::string too_big = Post("/v1/completions", big);
+  EXPECT_NE(too_big.find("body_too_large"), std::string::npos) << too_big.substr(0, 200);
+  auto too_long = nlohmann::json::parse(Post("/v1/completions", R"({"prompt":"x","max_tokens":100000})"));
+  EXPECT_EQ(too_long["error"]["code"], "context_length_exceeded");
+  std::string status = Curl("-o /dev/null -w '%{http_code}' " + server_->url() + "/v1/nothing");
+  EXPECT_EQ(status, "404");
+  auto models = nlohmann::json::parse(Curl(server_->url() + "/v1/models"));
+  EXPECT_EQ(models["data"][0]["id"], "stories260K");
+  EXPECT_EQ(Curl(server_->url() + "/health"), "{\"status\":\"ok\"}");
+}
+
+TEST_F(ServeTest, ConcurrentStreamsAndMetricsAgree) {
+  std::vector<std::thread> clients;
+  std::vector<std::string> outs(16);
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      std::string body = "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"temperature\":0,\"stream\":true}";
+      outs[i] = Curl("-N -X POST --data '" + body + "' " + server_->url() + "/v1/completions");
+    });
+  }
+  for (auto& t : clients) t.join();
+  std::vector<std::string> texts;
+  for (const std::string& out : outs) {
+    bool done = false;
+    std::string text;
+    for (const auto& e : SseEvents(out, &done)) text += e["choices"][0]["text"].get<std::string>();
+    EXPECT_TRUE(done) << out.substr(0, 300);
+    texts.push_back(text);
+  }
+  for (const std::string& t : texts) EXPECT_EQ(t, texts[0]) << "greedy: every stream the same text";
+  EXPECT_FALSE(texts[0].empty());
+  std::string metrics = Curl(server_->url() + "/metrics");
+  EXPECT_NE(metrics.find("tachyon:generation_tokens_total{model_name=\"stories260K\"} 128\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tachyon:time_to_first_token_seconds_count{model_name=\"stories260K\"} 16\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:prefix_cache_hits_total"), std::string::npos);
+  EXPECT_EQ(server_->Stop(), 0) << "graceful shutdown exits 0";
+}
+
+TEST(ServeDemoTest, DisconnectCancelsTheRequestAndFreesItsBlocks) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  // The built-in demo model (no --model), slow enough to cut a 1900-token stream short.
+  ServerProcess server({});
+  ASSERT_TRUE(server.started());
+  std::string body = "{\"prompt\":\"Once\",\"max_tokens\":1900,\"stream\":true,\"ignore_eos\":true}";
+  std::string partial = Curl("-N --max-time 0.3 -X POST --data '" + body + "' " + server.url() + "/v1/completions");
+  EXPECT_EQ(partial.find("[DONE]"), std::string::npos) << "the stream was cut before its end";
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {
+    metrics = Curl(server.url() + "/metrics");
+    if (metrics.find("request_cancelled_total{model_name=\"tachyon-demo (random weights)\"} 1\n") != std::string::npos &&
+        metrics.find("kv_cache_usage_perc{model_name=\"tachyon-demo (random weights)\"} 0\n") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(metrics.find("request_cancelled_total{model_name=\"tachyon-demo (random weights)\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kv_cache_usage_perc{model_name=\"tachyon-demo (random weights)\"} 0\n"), std::string::npos)
+      << "blocks in use back to 0";
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tachyon::e2e

@@ -1,0 +1,80 @@
+// Starts `tachyon serve` on a free port for end-to-end tests and stops it by its pid.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace tachyon::e2e {
+
+class ServerProcess {
+ public:
+  // args: extra flags for `tachyon serve`; the port is chosen by the server (--port 0).
+  explicit ServerProcess(const std::vector<std::string>& args) {
+    int out[2];
+    if (::pipe(out) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<std::string> argv_storage = {TACHYON_BINARY, "serve", "--port", "0", "--threads", "1"};
+      argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (auto& a : argv_storage) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(TACHYON_BINARY, argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    // The first stdout line is "listening on http://HOST:PORT".
+    FILE* f = ::fdopen(out[0], "r");
+    std::array<char, 256> line{};
+    if (f != nullptr && std::fgets(line.data(), line.size(), f) != nullptr) {
+      std::string s(line.data());
+      size_t at = s.find("http://");
+      if (at != std::string::npos) url_ = s.substr(at, s.find_last_not_of("\r\n") + 1 - at);
+    }
+    if (f != nullptr) std::fclose(f);
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0 && !stopped_) Stop();
+  }
+
+  const std::string& url() const { return url_; }
+  bool started() const { return !url_.empty(); }
+
+  // SIGTERM, then waits; returns the exit status (or -1).
+  int Stop() {
+    stopped_ = true;
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool stopped_ = false;
+  std::string url_;
+};
+
+inline std::string Curl(const std::string& args) {
+  std::string out;
+  FILE* pipe = ::popen(("curl -s -S --max-time 30 " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  ::pclose(pipe);
+  return out;
+}
+
+}  // namespace tachyon::e2e

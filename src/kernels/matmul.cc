@@ -16,6 +16,9 @@ namespace {
 // Rows per tile: 16 rows of the largest matrices stay within L2 while every
 // token of the batch passes over them.
 constexpr int64_t kRowTile = 16;
+// Expanding a tile costs a pass over its rows; below this many tokens it does
+// not pay for itself (decode batches stay on the packed rows).
+constexpr int64_t kMinTokensToExpand = 16;
 
 using DotFn = float (*)(const void* w_row, const void* x_row, int64_t n);
 // One weight row against 4 activation rows x_row + k * x_stride (bytes).
@@ -133,9 +136,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
     });
     xs = quantized.data();
   }
-  // For a batch, each tile of rows is expanded once into the cheaper type;
-  // a single token reads the rows as they are (expansion would cost more than it saves).
-  const Expansion expansion = num_tokens >= 2 ? SelectExpansion(w.type) : Expansion{};
+  // For a large batch, each tile of rows is expanded once into the cheaper
+  // type; small batches read the rows as they are (expansion would cost more than it saves).
+  const Expansion expansion = num_tokens >= kMinTokensToExpand ? SelectExpansion(w.type) : Expansion{};
   const Kernel tile_kernel = expansion.expand ? SelectKernel(expansion.type, path) : kernel;
   const uint64_t tile_row_bytes = expansion.expand ? *GgmlRowBytes(expansion.type, w.cols) : row_bytes;
   const int64_t num_tiles = (w.rows + kRowTile - 1) / kRowTile;

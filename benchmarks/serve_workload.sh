@@ -28,7 +28,8 @@ for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; slee
 prefix=$(seq 0 $((P - 1)) | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 31) % 250 + 3 }')
 for i in $(seq 1 "$N"); do
   suffix=$(seq 0 $((S - 1)) | awk -v r="$i" '{ printf ",%d", ($1 * 7 + r * 13) % 250 + 3 }')
-  echo "{\"prompt\":[$prefix$suffix],\"max_tokens\":$O,\"temperature\":0,\"stream\":true,\"ignore_eos\":true}" \
+  ids="$prefix$suffix"
+  echo "{\"prompt\":[${ids#,}],\"max_tokens\":$O,\"temperature\":0,\"stream\":true,\"ignore_eos\":true}" \
     >"$work/req$i.json"
 done
 start=$(date +%s.%N)

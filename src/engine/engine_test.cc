@@ -66,7 +66,7 @@ std::map<int64_t, std::vector<int32_t>> RunAll(const Model& model, EngineOptions
     if (num_preemptions) {
       // Count sequences that were ever preempted (the scheduler keeps the count per sequence).
       for (size_t i = 0; i < prompts.size(); ++i) {
-        if (const Sequence* s = const_cast<Scheduler&>(engine.scheduler()).Find(SeqId(static_cast<int64_t>(i)))) {
+        if (const Sequence* s = engine.scheduler().Find(SeqId(static_cast<int64_t>(i)))) {
           *num_preemptions = std::max(*num_preemptions, s->num_preemptions);
         }
       }

@@ -41,6 +41,11 @@ Sequence* Scheduler::Find(SeqId id) {
   return it == sequences_.end() ? nullptr : it->second.get();
 }
 
+const Sequence* Scheduler::Find(SeqId id) const {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
 SeqId Scheduler::PreemptLast(SchedulerOutput* out) {
   CHECK(!running_.empty());
   const SeqId victim = running_.back();

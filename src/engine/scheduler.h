@@ -72,6 +72,7 @@ class Scheduler {
   void Remove(SeqId id);
 
   Sequence* Find(SeqId id);
+  const Sequence* Find(SeqId id) const;
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   bool empty() const { return running_.empty() && waiting_.empty(); }

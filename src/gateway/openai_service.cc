@@ -212,8 +212,7 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
     if (!status.ok()) {
       job->done = true;
       ++requests_error;
-      ApiError error{status.code() == StatusCode::kResourceExhausted ? 400 : 400, status.message(),
-                     "invalid_request_error", "", ""};
+      ApiError error{400, status.message(), "invalid_request_error", "", ""};
       if (job->request.stream) {
         job->writer->Write(SseEvent(ErrorBody(error)));
         job->writer->End();

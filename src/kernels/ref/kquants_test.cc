@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kernels_test_util.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -14,17 +16,7 @@
 namespace tachyon {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) {
-    do {
-      x = normal(rng);
-    } while (x == 0.0f);
-  }
-  return v;
-}
+using testing_util::RandomNonZero;
 
 TEST(KQuantsTest, Q4KScalePackingRoundTrips) {
   // Every 6-bit (scale, min) pair of every sub-block survives the 12-byte packing.
@@ -49,7 +41,7 @@ TEST(KQuantsTest, Q4KScalePackingRoundTrips) {
 void ExpectRoundTrip(void (*quantize)(const float*, void*, int64_t), void (*dequantize)(const void*, float*, int64_t),
                      size_t block_bytes, float max_rel_rms) {
   const int64_t n = 4096;
-  std::vector<float> x = Random(n, 3, 0.02f), y(n);
+  std::vector<float> x = RandomNonZero(n, 3, 0.02f), y(n);
   std::vector<uint8_t> q(n / 256 * block_bytes);
   quantize(x.data(), q.data(), n);
   dequantize(q.data(), y.data(), n);
@@ -68,7 +60,7 @@ TEST(KQuantsTest, Q6KRoundTrip) { ExpectRoundTrip(ref::QuantizeRowQ6_K, ref::Deq
 // the dequantized Q8_K activations (up to float summation order).
 TEST(KQuantsTest, DotsEqualDequantizedDots) {
   const int64_t n = 1024;
-  std::vector<float> w = Random(n, 5, 0.02f), x = Random(n, 6, 1.0f);
+  std::vector<float> w = RandomNonZero(n, 5, 0.02f), x = RandomNonZero(n, 6, 1.0f);
   std::vector<BlockQ8_K> xq(n / 256);
   ref::QuantizeActivationsQ8_K(x.data(), xq.data(), n);
   std::vector<float> xd(n);
@@ -109,7 +101,7 @@ TEST(KQuantsTest, DotsEqualDequantizedDots) {
 TEST(KQuantsTest, FourTokenKernelsAreBitIdenticalToSingleDots) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
   const int64_t n = 768;
-  std::vector<float> w = Random(n, 9, 0.02f), x = Random(4 * n, 10, 1.0f);
+  std::vector<float> w = RandomNonZero(n, 9, 0.02f), x = RandomNonZero(4 * n, 10, 1.0f);
   std::vector<BlockQ8_K> xq(4 * n / 256);
   for (int k = 0; k < 4; ++k) ref::QuantizeActivationsQ8_K(x.data() + k * n, xq.data() + k * n / 256, n);
   const int64_t stride = n / 256 * sizeof(BlockQ8_K);

@@ -93,19 +93,6 @@ float DotQ8_0Q8_0(const void* w, const void* x, int64_t n) {
   return sum;
 }
 
-void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {
-  BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
-  for (int64_t b = 0; b < n / kQK8_0; ++b) {
-    const float* xb = x + b * kQK8_0;
-    float amax = 0.0f;
-    for (int i = 0; i < kQK8_0; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    float d = amax / 127.0f;
-    float id = d != 0.0f ? 1.0f / d : 0.0f;
-    blocks[b].d = FloatToFp16(d);
-    for (int i = 0; i < kQK8_0; ++i) blocks[b].qs[i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
-  }
-}
-
 float DotQ4_0Q8_0(const void* w, const void* x, int64_t n) {
   const BlockQ4_0* wb = static_cast<const BlockQ4_0*>(w);
   const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);

@@ -11,7 +11,11 @@
 
 namespace tachyon::ref {
 
-void QuantizeRowQ8_0(const float* x, void* out, int64_t n) {
+namespace {
+
+// Q8_0 blocks with d = amax / 127 and q = round(x / d) by the given rounding.
+template <typename Round>
+void QuantizeQ8_0Blocks(const float* x, void* out, int64_t n, Round round) {
   CHECK(n % kQK8_0 == 0) << "Q8_0 row length " << n << " is not a multiple of 32";
   BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
@@ -21,8 +25,18 @@ void QuantizeRowQ8_0(const float* x, void* out, int64_t n) {
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     blocks[b].d = FloatToFp16(d);
-    for (int i = 0; i < kQK8_0; ++i) blocks[b].qs[i] = static_cast<int8_t>(std::round(xb[i] * id));
+    for (int i = 0; i < kQK8_0; ++i) blocks[b].qs[i] = static_cast<int8_t>(round(xb[i] * id));
   }
+}
+
+}  // namespace
+
+void QuantizeRowQ8_0(const float* x, void* out, int64_t n) {
+  QuantizeQ8_0Blocks(x, out, n, [](float v) { return std::round(v); });  // ties away from zero
+}
+
+void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {
+  QuantizeQ8_0Blocks(x, out, n, [](float v) { return std::nearbyint(v); });  // ties to even
 }
 
 void DequantizeRowQ8_0(const void* in, float* y, int64_t n) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kernels_test_util.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -20,17 +22,7 @@ namespace {
 constexpr float kF32Tolerance = 1e-5f;    // F32, F16, BF16 weights (exact products, float sums)
 constexpr float kQuantTolerance = 1e-5f;  // Q8_0/Q4_0: exact integer block sums, float scaling
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) {
-    do {
-      x = normal(rng);
-    } while (x == 0.0f);
-  }
-  return v;
-}
+using testing_util::RandomNonZero;
 
 // |a - b| <= tol * sum |w_i x_i| (the scale of the terms, not of the result).
 void ExpectClose(float simd, float reference, float scale, float tol, const char* what) {
@@ -46,7 +38,7 @@ class DotAvx2Test : public ::testing::TestWithParam<int64_t> {
 
 TEST_P(DotAvx2Test, FloatTypes) {
   const int64_t n = GetParam();
-  std::vector<float> w = Random(n, 1), x = Random(n, 2);
+  std::vector<float> w = RandomNonZero(n, 1), x = RandomNonZero(n, 2);
   float scale = 0;
   for (int64_t i = 0; i < n; ++i) scale += std::fabs(w[i] * x[i]);
   ExpectClose(avx2::DotF32(w.data(), x.data(), n), ref::DotF32(w.data(), x.data(), n), scale,
@@ -65,7 +57,7 @@ TEST_P(DotAvx2Test, FloatTypes) {
 TEST_P(DotAvx2Test, QuantizedTypes) {
   const int64_t n = GetParam() / 32 * 32;
   if (n == 0) GTEST_SKIP();
-  std::vector<float> w = Random(n, 3, 0.02f), x = Random(n, 4);
+  std::vector<float> w = RandomNonZero(n, 3, 0.02f), x = RandomNonZero(n, 4);
   std::vector<uint8_t> xq(*GgmlRowBytes(GgmlType::kQ8_0, n)), xq_ref(xq.size());
   avx2::QuantizeActivationsQ8_0(x.data(), xq.data(), n);
   ref::QuantizeActivationsQ8_0(x.data(), xq_ref.data(), n);
@@ -86,8 +78,8 @@ TEST_P(DotAvx2Test, QuantizedTypes) {
 TEST_P(DotAvx2Test, FourTokenKernelsAreBitIdenticalToSingleDots) {
   const int64_t n = GetParam() / 32 * 32;
   if (n == 0) GTEST_SKIP();
-  std::vector<float> w = Random(n, 7, 0.02f);
-  std::vector<float> x = Random(4 * n, 8);
+  std::vector<float> w = RandomNonZero(n, 7, 0.02f);
+  std::vector<float> x = RandomNonZero(4 * n, 8);
   std::vector<uint16_t> h(n);
   for (int64_t i = 0; i < n; ++i) h[i] = FloatToFp16(w[i]);
   const int64_t q8_row = n / 32 * 34;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kernels_test_util.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -18,17 +20,7 @@ constexpr float kRmsNormTolerance = 1e-6f;
 constexpr float kExpTolerance = 1e-6f;
 constexpr float kRopeTolerance = 1e-6f;
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) {
-    do {
-      x = normal(rng);
-    } while (x == 0.0f);
-  }
-  return v;
-}
+using testing_util::RandomNonZero;
 
 class OpsAvx2Test : public ::testing::TestWithParam<int64_t> {
  protected:
@@ -39,7 +31,7 @@ class OpsAvx2Test : public ::testing::TestWithParam<int64_t> {
 
 TEST_P(OpsAvx2Test, RmsNorm) {
   const int64_t n = GetParam();
-  std::vector<float> x = Random(n, 1), w = Random(n, 2), a(n), b(n);
+  std::vector<float> x = RandomNonZero(n, 1), w = RandomNonZero(n, 2), a(n), b(n);
   avx2::RmsNorm(x.data(), w.data(), n, 1e-5f, a.data());
   ref::RmsNorm(x.data(), w.data(), n, 1e-5f, b.data());
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kRmsNormTolerance * (1 + std::fabs(b[i]))) << i;
@@ -47,13 +39,13 @@ TEST_P(OpsAvx2Test, RmsNorm) {
 
 TEST_P(OpsAvx2Test, SiluMulAndSoftmax) {
   const int64_t n = GetParam();
-  std::vector<float> g = Random(n, 3, 4.0f), u = Random(n, 4), a(n), b(n);
+  std::vector<float> g = RandomNonZero(n, 3, 4.0f), u = RandomNonZero(n, 4), a(n), b(n);
   g[0] = -100.0f;  // far tails
   if (n > 1) g[1] = 100.0f;
   avx2::SiluMul(g.data(), u.data(), n, a.data());
   ref::SiluMul(g.data(), u.data(), n, b.data());
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kExpTolerance * (1 + std::fabs(b[i]))) << i;
-  std::vector<float> s = Random(n, 5, 10.0f), t = s;
+  std::vector<float> s = RandomNonZero(n, 5, 10.0f), t = s;
   avx2::Softmax(s.data(), n);
   ref::Softmax(t.data(), n);
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(s[i], t[i], kExpTolerance * (1e-3f + t[i])) << i;
@@ -67,7 +59,7 @@ TEST_P(OpsAvx2Test, ApplyRopeNormalAndNeox) {
     std::vector<float> cos(rope_dim / 2), sin(rope_dim / 2);
     ref::RopeCosSin(1234.0, rope_dim, 10000.0f, nullptr, cos.data(), sin.data());
     for (bool neox : {false, true}) {
-      std::vector<float> a = Random(3 * head_dim, 6), b = a;
+      std::vector<float> a = RandomNonZero(3 * head_dim, 6), b = a;
       avx2::ApplyRope(a.data(), 3, head_dim, rope_dim, cos.data(), sin.data(), neox);
       ref::ApplyRope(b.data(), 3, head_dim, rope_dim, cos.data(), sin.data(), neox);
       for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], kRopeTolerance * (1 + std::fabs(b[i]))) << i;

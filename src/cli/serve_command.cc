@@ -33,6 +33,7 @@ struct ServeFlags {
   int max_num_seqs = 16;
   int64_t max_num_batched_tokens = 512;
   bool no_prefix_caching = false;
+  std::string kv_cache_dtype = "f16";
   size_t max_body_bytes = 8 << 20;
   int max_queue = 256;
   double grace_seconds = 10;
@@ -101,7 +102,11 @@ int Run(const ServeFlags& flags) {
                 std::to_string(c.context_length));
   }
   // KV blocks: from --kv-cache-memory, else enough for max_num_seqs full-length sequences, at most 2 GiB.
-  const uint64_t bytes_per_block = 2ull * c.n_layer * flags.block_size * c.kv_dim() * sizeof(float);
+  if (flags.kv_cache_dtype != "f16" && flags.kv_cache_dtype != "f32") {
+    return Fail("--kv-cache-dtype must be f16 or f32, not " + flags.kv_cache_dtype);
+  }
+  const KvType kv_type = flags.kv_cache_dtype == "f32" ? KvType::kF32 : KvType::kF16;
+  const uint64_t bytes_per_block = KvBuffer::BlockBytes(c, flags.block_size, kv_type);
   uint64_t kv_bytes = flags.kv_cache_memory;
   if (kv_bytes == 0) {
     const uint64_t full = static_cast<uint64_t>((max_model_len + flags.block_size - 1) / flags.block_size) *
@@ -117,7 +122,8 @@ int Run(const ServeFlags& flags) {
                                .enable_prefix_caching = !flags.no_prefix_caching},
                         .scheduler = {.max_num_batched_tokens = flags.max_num_batched_tokens,
                                       .max_num_seqs = flags.max_num_seqs, .max_model_len = max_model_len},
-                        .num_threads = flags.threads};
+                        .num_threads = flags.threads,
+                        .kv_type = kv_type};
   auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(**model, &(*tokenizer)->vocab(), options));
 
   std::string name = !flags.served_model_name.empty() ? flags.served_model_name
@@ -132,8 +138,8 @@ int Run(const ServeFlags& flags) {
         service.Handle(request, std::move(writer));
       });
   if (!server.ok()) return Fail(server.status().message());
-  std::fprintf(stderr, "tachyon serve: model %s (%s), %d KV blocks of %d tokens (%.1f MB), max model length %lld\n",
-               name.c_str(), c.architecture.c_str(), num_blocks, flags.block_size,
+  std::fprintf(stderr, "tachyon serve: model %s (%s), %d %s KV blocks of %d tokens (%.1f MB), max model length %lld\n",
+               name.c_str(), c.architecture.c_str(), num_blocks, flags.kv_cache_dtype.c_str(), flags.block_size,
                static_cast<double>(num_blocks) * bytes_per_block / 1e6, static_cast<long long>(max_model_len));
   std::printf("listening on http://%s:%d\n", flags.host.c_str(), (*server)->port());
   std::fflush(stdout);
@@ -173,6 +179,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens, "Tokens computed per step")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching");
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16 or f32")->capture_default_str();
   cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str();
   cmd->add_option("--shutdown-grace", flags->grace_seconds, "Seconds open responses get on SIGINT/SIGTERM")

@@ -10,7 +10,7 @@ Engine::Engine(const Model& model, const Vocab* vocab, EngineOptions options)
       vocab_(vocab),
       options_(options),
       kv_(options.kv),
-      kv_buffer_(model.config(), options.kv.block_size, options.kv.num_blocks),
+      kv_buffer_(model.config(), options.kv.block_size, options.kv.num_blocks, options.kv_type),
       scheduler_(options.scheduler, &kv_),
       pool_(options.num_threads) {}
 

@@ -47,6 +47,7 @@ struct EngineOptions {
   KvCacheOptions kv;
   SchedulerOptions scheduler;
   int num_threads = 1;
+  KvType kv_type = KvType::kF16;  // element type of the K/V blocks
 };
 
 class Engine {

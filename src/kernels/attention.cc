@@ -2,20 +2,49 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
 #include "kernels/ref/ops.h"
 #include "kernels/x86/dot_avx2.h"
 
 namespace tachyon {
 
-void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
-                 const AttentionShape& shape, float scale, float* out) {
+void StoreKv(const LayerKv& kv, int64_t slot, int64_t kv_dim, const float* k, const float* v) {
+  if (kv.type == KvType::kF32) {
+    std::copy(k, k + kv_dim, static_cast<float*>(kv.k) + slot * kv_dim);
+    std::copy(v, v + kv_dim, static_cast<float*>(kv.v) + slot * kv_dim);
+    return;
+  }
+  uint16_t* kd = static_cast<uint16_t*>(kv.k) + slot * kv_dim;
+  uint16_t* vd = static_cast<uint16_t*>(kv.v) + slot * kv_dim;
+  for (int64_t i = 0; i < kv_dim; ++i) {
+    kd[i] = FloatToFp16(k[i]);
+    vd[i] = FloatToFp16(v[i]);
+  }
+}
+
+namespace {
+
+template <typename T>
+void Attend(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
+            const AttentionShape& shape, float scale, float* out) {
   const int head_dim = shape.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
   const int group = shape.n_heads / shape.n_kv_heads;
-  auto dot = CpuHasAvx2() ? avx2::DotF32 : ref::DotF32;
+  constexpr bool kHalf = std::is_same_v<T, uint16_t>;
+  // Scores q.k: float keys, or F16 keys converted on the fly.
+  auto dot = [](const float* qh, const T* k, int n) {
+    if constexpr (kHalf) {
+      return CpuHasAvx2() ? avx2::DotF16(k, qh, n) : ref::DotF16(k, qh, n);
+    } else {
+      return CpuHasAvx2() ? avx2::DotF32(k, qh, n) : ref::DotF32(k, qh, n);
+    }
+  };
+  const T* k_base = static_cast<const T*>(kv.k);
+  const T* v_base = static_cast<const T*>(kv.v);
   std::vector<float> scores(shape.block_size);
   for (int h = 0; h < shape.n_heads; ++h) {
     const float* qh = q + static_cast<int64_t>(h) * head_dim;
@@ -26,8 +55,8 @@ void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, 
     for (int64_t start = 0; start < num_positions; start += shape.block_size) {
       const int64_t block = block_table[start / shape.block_size];
       const int n = static_cast<int>(std::min<int64_t>(shape.block_size, num_positions - start));
-      const float* kb = kv.k + block * shape.block_size * kv_dim + kv_offset;
-      const float* vb = kv.v + block * shape.block_size * kv_dim + kv_offset;
+      const T* kb = k_base + block * shape.block_size * kv_dim + kv_offset;
+      const T* vb = v_base + block * shape.block_size * kv_dim + kv_offset;
       float block_max = -INFINITY;
       for (int j = 0; j < n; ++j) {
         scores[j] = dot(qh, kb + j * kv_dim, head_dim) * scale;
@@ -40,13 +69,28 @@ void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, 
       for (int j = 0; j < n; ++j) {
         const float p = std::exp(scores[j] - new_max);
         running_sum += p;
-        const float* vj = vb + j * kv_dim;
-        for (int d = 0; d < head_dim; ++d) acc[d] += p * vj[d];
+        const T* vj = vb + j * kv_dim;
+        if constexpr (kHalf) {
+          for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(vj[d]);
+        } else {
+          for (int d = 0; d < head_dim; ++d) acc[d] += p * vj[d];
+        }
       }
       running_max = new_max;
     }
     const float inv = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;
     for (int d = 0; d < head_dim; ++d) acc[d] *= inv;
+  }
+}
+
+}  // namespace
+
+void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
+                 const AttentionShape& shape, float scale, float* out) {
+  if (kv.type == KvType::kF16) {
+    Attend<uint16_t>(q, kv, block_table, num_positions, shape, scale, out);
+  } else {
+    Attend<float>(q, kv, block_table, num_positions, shape, scale, out);
   }
 }
 

@@ -7,12 +7,19 @@
 
 namespace tachyon {
 
-// One layer's K and V storage: [num_blocks, block_size, kv_dim] floats each,
-// where kv_dim = n_kv_heads * head_dim.
+// Element type of the KV cache.
+enum class KvType { kF32, kF16 };
+
+// One layer's K and V storage: [num_blocks, block_size, kv_dim] elements of
+// `type` each, where kv_dim = n_kv_heads * head_dim.
 struct LayerKv {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  KvType type = KvType::kF32;
 };
+
+// Writes one token's K and V ([kv_dim] floats) into slot `slot` (block * block_size + offset).
+void StoreKv(const LayerKv& kv, int64_t slot, int64_t kv_dim, const float* k, const float* v);
 
 struct AttentionShape {
   int n_heads = 0;

@@ -55,10 +55,21 @@ TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
       std::copy_n(&values[p * kv_dim], kv_dim, &v_pool[slot]);
     }
     std::vector<float> out(n_heads * head_dim);
-    AttendPaged(q.data(), {k_pool.data(), v_pool.data()}, table.data(), num_positions,
+    AttendPaged(q.data(), {k_pool.data(), v_pool.data(), KvType::kF32}, table.data(), num_positions,
                 {n_heads, n_kv_heads, head_dim, block_size}, scale, out.data());
     for (int i = 0; i < n_heads * head_dim; ++i) {
       EXPECT_NEAR(out[i], expected[i], 1e-5) << "block size " << block_size << " element " << i;
+    }
+    // The same through an F16 cache: K and V rounded to half precision (relative 2^-11).
+    std::vector<uint16_t> k16(k_pool.size()), v16(v_pool.size());
+    LayerKv half{k16.data(), v16.data(), KvType::kF16};
+    for (int64_t slot = 0; slot < num_blocks * block_size; ++slot) {
+      StoreKv(half, slot, kv_dim, &k_pool[slot * kv_dim], &v_pool[slot * kv_dim]);
+    }
+    AttendPaged(q.data(), half, table.data(), num_positions, {n_heads, n_kv_heads, head_dim, block_size}, scale,
+                out.data());
+    for (int i = 0; i < n_heads * head_dim; ++i) {
+      EXPECT_NEAR(out[i], expected[i], 5e-3) << "F16 cache, block size " << block_size << " element " << i;
     }
   }
 }

@@ -2,18 +2,28 @@
 
 namespace tachyon {
 
-KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks)
-    : block_size_(block_size), num_blocks_(num_blocks), k_(config.n_layer), v_(config.n_layer) {
-  const size_t n = static_cast<size_t>(num_blocks) * block_size * config.kv_dim();
+namespace {
+
+size_t ElementBytes(KvType type) { return type == KvType::kF16 ? 2 : 4; }
+
+}  // namespace
+
+KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks, KvType type)
+    : block_size_(block_size), num_blocks_(num_blocks), type_(type), k_(config.n_layer), v_(config.n_layer) {
+  const size_t bytes = static_cast<size_t>(num_blocks) * block_size * config.kv_dim() * ElementBytes(type);
   for (int64_t l = 0; l < config.n_layer; ++l) {
-    k_[l].assign(n, 0.0f);
-    v_[l].assign(n, 0.0f);
+    k_[l].assign(bytes, 0);
+    v_[l].assign(bytes, 0);
   }
+}
+
+uint64_t KvBuffer::BlockBytes(const ModelConfig& config, int block_size, KvType type) {
+  return 2ull * config.n_layer * block_size * config.kv_dim() * ElementBytes(type);
 }
 
 uint64_t KvBuffer::bytes() const {
   uint64_t total = 0;
-  for (size_t l = 0; l < k_.size(); ++l) total += (k_[l].size() + v_[l].size()) * sizeof(float);
+  for (size_t l = 0; l < k_.size(); ++l) total += k_[l].size() + v_[l].size();
   return total;
 }
 

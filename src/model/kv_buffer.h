@@ -1,5 +1,5 @@
-// KvBuffer: float K/V storage for every layer in blocks of block_size tokens,
-// the memory a ForwardBatch's block tables point into.
+// KvBuffer: K/V storage for every layer in blocks of block_size tokens, the
+// memory a ForwardBatch's block tables point into; F32 or F16 elements.
 // Layout per layer: K and V each [num_blocks, block_size, n_head_kv * head_dim].
 #pragma once
 
@@ -13,18 +13,23 @@ namespace tachyon {
 
 class KvBuffer {
  public:
-  KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks);
+  KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks, KvType type = KvType::kF32);
+
+  // Bytes one block takes over all layers, K and V.
+  static uint64_t BlockBytes(const ModelConfig& config, int block_size, KvType type);
 
   int block_size() const { return block_size_; }
   int64_t num_blocks() const { return num_blocks_; }
-  LayerKv layer(int64_t l) { return {k_[l].data(), v_[l].data()}; }
+  KvType type() const { return type_; }
+  LayerKv layer(int64_t l) { return {k_[l].data(), v_[l].data(), type_}; }
   // Bytes held.
   uint64_t bytes() const;
 
  private:
   int block_size_;
   int64_t num_blocks_;
-  std::vector<std::vector<float>> k_, v_;
+  KvType type_;
+  std::vector<std::vector<uint8_t>> k_, v_;
 };
 
 }  // namespace tachyon

@@ -158,8 +158,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
       const int64_t slot = static_cast<int64_t>(seq.block_table[batch.positions[t] / block_size]) * block_size +
                            batch.positions[t] % block_size;
-      std::copy(kt, kt + c.kv_dim(), layer.k + slot * c.kv_dim());
-      std::copy(vt, vt + c.kv_dim(), layer.v + slot * c.kv_dim());
+      StoreKv(layer, slot, c.kv_dim(), kt, vt);
     }
     Attention(batch, q.data(), layer, block_size, attn.data(), pool);
     MatMul(w.wo, attn.data(), n, proj.data(), pool);

@@ -162,6 +162,29 @@ TEST(EngineTest, PreemptedRequestsRecomputeToTheSameTokens) {
   EXPECT_EQ(tight, roomy);
 }
 
+// The same differential checks on a real trained model, stories260K (greedy text is not flat).
+TEST(EngineTest, Stories260KBatchedCachedChunkedPreemptedAllAgree) {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  std::string path = std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  auto model = std::move(Model::Load(path)).value();
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<TokenId> p = {TokenId(1)};  // BOS, then a shared 40-token start and 5 of its own
+    for (int k = 0; k < 45; ++k) p.push_back(TokenId(3 + (k < 40 ? k * 11 : k * 7 + i * 31) % 500));
+    prompts.push_back(p);
+  }
+  auto reference = RunAll(*model, Options(256, 1024, false), {prompts[3]}, 40);
+  auto batched = RunAll(*model, Options(256, 1024, true), prompts, 40);
+  auto chunked = RunAll(*model, Options(256, 5, true), prompts, 40);
+  int preemptions = 0;
+  auto tight = RunAll(*model, Options(16, 1024, true), prompts, 40, &preemptions);
+  EXPECT_EQ(batched[3], reference[0]);
+  EXPECT_EQ(chunked, batched);
+  EXPECT_EQ(tight, batched);
+  EXPECT_GT(preemptions, 0);
+}
+
 TEST(EngineTest, StopsAtStopTokensAndRejectsBadRequests) {
   const Model* model = &TinyModel();
   Engine engine(*model, nullptr, Options(64, 512));

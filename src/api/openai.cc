@@ -161,6 +161,7 @@ const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
+    case FinishReason::kTimeout: return "timeout";
     default: return nullptr;
   }
 }

@@ -36,6 +36,7 @@ struct ServeFlags {
   std::string kv_cache_dtype = "f16";
   size_t max_body_bytes = 8 << 20;
   int max_queue = 256;
+  double request_timeout = 0;
   double grace_seconds = 10;
 };
 
@@ -130,7 +131,7 @@ int Run(const ServeFlags& flags) {
                      : demo ? "tachyon-demo (random weights)"
                             : std::filesystem::path(path).stem().string();
   OpenAiService service({.model_name = name, .api_key = flags.api_key, .max_model_len = max_model_len,
-                         .max_queue = flags.max_queue},
+                         .max_queue = flags.max_queue, .request_timeout_seconds = flags.request_timeout},
                         loop.get(), tokenizer->get(), chat);
   StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       {.host = flags.host, .port = flags.port, .max_body_bytes = flags.max_body_bytes},
@@ -182,6 +183,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16 or f32")->capture_default_str();
   cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str();
+  cmd->add_option("--request-timeout", flags->request_timeout,
+                  "Seconds a request may take, queued or running, before it ends with a 504 (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--shutdown-grace", flags->grace_seconds, "Seconds open responses get on SIGINT/SIGTERM")
       ->capture_default_str();
   cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });

@@ -35,6 +35,24 @@ Status Engine::Add(Request request) {
   return Status::Ok();
 }
 
+std::vector<RequestOutput> Engine::Expire(std::chrono::steady_clock::time_point now) {
+  std::vector<RequestOutput> outputs;
+  for (auto it = active_.begin(); it != active_.end();) {
+    if (it->second.request.deadline >= now) {
+      ++it;
+      continue;
+    }
+    const Sequence* seq = scheduler_.Find(it->first);
+    outputs.push_back({.id = it->first,
+                       .finish_reason = FinishReason::kTimeout,
+                       .num_prompt_tokens = seq ? seq->num_prompt_tokens : 0,
+                       .num_generated_tokens = seq ? seq->num_generated() : 0});
+    scheduler_.Remove(it->first);
+    it = active_.erase(it);
+  }
+  return outputs;
+}
+
 void Engine::Cancel(SeqId id) {
   scheduler_.Remove(id);
   active_.erase(id);

@@ -6,6 +6,7 @@
 // streams stand on Step(). Not thread-safe: one caller drives it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -31,9 +32,11 @@ struct Request {
   std::vector<TokenId> stop_token_ids;
   int priority = 0;
   uint64_t cache_key = 0;
+  // Past this time the request ends with kTimeout, waiting or running.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
-enum class FinishReason { kNone, kStop, kLength };
+enum class FinishReason { kNone, kStop, kLength, kTimeout };
 
 struct RequestOutput {
   SeqId id;
@@ -58,6 +61,8 @@ class Engine {
   Status Add(Request request);
   // One step; returns an output for every request that produced tokens or finished.
   std::vector<RequestOutput> Step();
+  // Ends every request whose deadline is before `now` (kTimeout outputs).
+  std::vector<RequestOutput> Expire(std::chrono::steady_clock::time_point now);
   void Cancel(SeqId id);
   bool HasWork() const { return !scheduler_.empty(); }
 

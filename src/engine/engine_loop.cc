@@ -66,7 +66,9 @@ void EngineLoop::Run() {
         --num_in_flight_;
       }
     }
-    for (const RequestOutput& output : engine_->Step()) {
+    std::vector<RequestOutput> outputs = engine_->Expire(std::chrono::steady_clock::now());
+    for (RequestOutput& output : engine_->Step()) outputs.push_back(std::move(output));
+    for (const RequestOutput& output : outputs) {
       auto it = callbacks_.find(output.id);
       if (it == callbacks_.end()) continue;
       if (output.finish_reason == FinishReason::kNone) {

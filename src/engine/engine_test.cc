@@ -211,6 +211,21 @@ TEST(EngineTest, StopsAtStopTokensAndRejectsBadRequests) {
   EXPECT_FALSE(engine.Add({.id = SeqId(4), .prompt = Prompt(3000, 1)}).ok()) << "longer than max_model_len";
 }
 
+TEST(EngineTest, ExpiredRequestsEndWithTimeout) {
+  const Model* model = &TinyModel();
+  Engine engine(*model, nullptr, Options(64, 512));
+  const auto now = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = Prompt(20, 1), .max_tokens = 100, .deadline = now}).ok());
+  ASSERT_TRUE(engine.Add({.id = SeqId(2), .prompt = Prompt(20, 2), .max_tokens = 3}).ok());
+  engine.Step();
+  std::vector<RequestOutput> expired = engine.Expire(now + std::chrono::seconds(1));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, SeqId(1));
+  EXPECT_EQ(expired[0].finish_reason, FinishReason::kTimeout);
+  while (engine.HasWork()) engine.Step();  // request 2 still finishes
+  EXPECT_EQ(engine.kv().num_free_blocks(), 64);
+}
+
 TEST(EngineTest, CancelFreesBlocks) {
   const Model* model = &TinyModel();
   Engine engine(*model, nullptr, Options(64, 512));

@@ -206,6 +206,10 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
                          .sampling = r.sampling,
                          .max_tokens = max_tokens,
                          .ignore_eos = r.ignore_eos};
+  if (options_.request_timeout_seconds > 0) {
+    engine_request.deadline =
+        arrival + std::chrono::milliseconds(static_cast<int64_t>(options_.request_timeout_seconds * 1000));
+  }
   loop_->Submit(std::move(engine_request), [this, job, endpoint, finish, loop](const RequestOutput* out,
                                                                             const Status& status) {
     if (job->done) return;
@@ -215,6 +219,21 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
       ApiError error{400, status.message(), "invalid_request_error", "", ""};
       if (job->request.stream) {
         job->writer->Write(SseEvent(ErrorBody(error)));
+        job->writer->End();
+      } else {
+        SendError(*job->writer, error);
+      }
+      return;
+    }
+    if (out->finish_reason == FinishReason::kTimeout) {
+      job->done = true;
+      ++requests_error;
+      ApiError error{504, "the request did not finish within --request-timeout (" +
+                              std::to_string(options_.request_timeout_seconds) + " s)",
+                     "timeout_error", "", "request_timeout"};
+      if (job->request.stream) {
+        job->writer->Write(SseEvent(ErrorBody(error)));
+        job->writer->Write("data: [DONE]\n\n");
         job->writer->End();
       } else {
         SendError(*job->writer, error);

@@ -30,6 +30,7 @@ struct OpenAiServiceOptions {
   std::string api_key;             // Bearer token; empty: no authentication
   int64_t max_model_len = 4096;    // prompt + generated tokens
   int max_queue = 256;             // requests in flight before 429
+  double request_timeout_seconds = 0;  // a request still running after this ends with an error; 0: none
   bool access_log = true;
 };
 

@@ -164,5 +164,16 @@ TEST(ServeDemoTest, DisconnectCancelsTheRequestAndFreesItsBlocks) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+TEST(ServeDemoTest, RequestTimeoutGives504) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  ServerProcess server({"--request-timeout", "0.2"});
+  ASSERT_TRUE(server.started());
+  std::string out = Curl("-w ' %{http_code}' -X POST --data '{\"prompt\":\"Once\",\"max_tokens\":1900,"
+                         "\"ignore_eos\":true}' " + server.url() + "/v1/completions");
+  EXPECT_NE(out.find("request_timeout"), std::string::npos) << out.substr(0, 300);
+  EXPECT_EQ(out.substr(out.size() - 3), "504");
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

@@ -147,11 +147,25 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
     if (!body["stream_options"].is_object()) return Invalid("'stream_options' must be an object", "stream_options");
     if (auto e = Bool(body["stream_options"], "include_usage", &r.include_usage)) return *e;
   }
-  bool logprobs = false;
-  if (auto e = Bool(body, "logprobs", &logprobs)) return *e;
-  if (logprobs || (body.contains("logprobs") && body["logprobs"].is_number_integer() && body["logprobs"].get<int>() > 0)) {
-    return ApiError{400, "logprobs are not supported by this server yet", "invalid_request_error", "logprobs",
-                    "unsupported"};
+  if (endpoint == Endpoint::kChatCompletions) {
+    bool logprobs = false;
+    if (auto e = Bool(body, "logprobs", &logprobs)) return *e;
+    int top = 0;
+    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+      if (!body["top_logprobs"].is_number_integer() || body["top_logprobs"].get<int64_t>() < 0 ||
+          body["top_logprobs"].get<int64_t>() > 20) {
+        return Invalid("'top_logprobs' must be an integer from 0 to 20", "top_logprobs");
+      }
+      if (!logprobs) return Invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+      top = body["top_logprobs"].get<int>();
+    }
+    if (logprobs) r.num_logprobs = top;
+  } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+    if (!body["logprobs"].is_number_integer() || body["logprobs"].get<int64_t>() < 0 ||
+        body["logprobs"].get<int64_t>() > 20) {
+      return Invalid("'logprobs' must be an integer from 0 to 20", "logprobs");
+    }
+    r.num_logprobs = body["logprobs"].get<int>();
   }
   if (body.contains("user") && body["user"].is_string()) r.user = body["user"].get<std::string>();
   return r;
@@ -179,11 +193,45 @@ json Reason(FinishReason reason) {
   return name ? json(name) : json(nullptr);
 }
 
+json Bytes(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; completions:
+// {tokens, token_logprobs, top_logprobs, text_offset}.
+json LogprobsJson(Endpoint endpoint, const std::vector<LogprobEntry>* entries, int64_t text_offset) {
+  if (entries == nullptr) return nullptr;
+  if (endpoint == Endpoint::kChatCompletions) {
+    json content = json::array();
+    for (const LogprobEntry& e : *entries) {
+      json top = json::array();
+      for (const auto& [token, lp] : e.top) top.push_back({{"token", token}, {"logprob", lp}, {"bytes", Bytes(token)}});
+      content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", Bytes(e.token)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  for (const LogprobEntry& e : *entries) {
+    tokens.push_back(e.token);
+    token_logprobs.push_back(e.logprob);
+    json top = json::object();
+    for (const auto& [token, lp] : e.top) top[token] = lp;
+    top_logprobs.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(e.token.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+          {"text_offset", offsets}};
+}
+
 }  // namespace
 
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                           const std::string& text, FinishReason reason, const Usage& usage) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Reason(reason)}};
+                           const std::string& text, FinishReason reason, const Usage& usage,
+                           const std::vector<LogprobEntry>* logprobs) {
+  json choice = {{"index", 0}, {"logprobs", LogprobsJson(endpoint, logprobs, 0)}, {"finish_reason", Reason(reason)}};
   json out = {{"id", id}, {"created", created}, {"model", model}};
   if (endpoint == Endpoint::kChatCompletions) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
@@ -198,8 +246,11 @@ std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t cre
 }
 
 std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                      const std::string& text, FinishReason reason, bool first) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Reason(reason)}};
+                      const std::string& text, FinishReason reason, bool first,
+                      const std::vector<LogprobEntry>* logprobs, int64_t text_offset) {
+  json choice = {{"index", 0},
+                 {"logprobs", LogprobsJson(endpoint, logprobs, text_offset)},
+                 {"finish_reason", Reason(reason)}};
   json out = {{"id", id}, {"created", created}, {"model", model}};
   if (endpoint == Endpoint::kChatCompletions) {
     json delta = json::object();

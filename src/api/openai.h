@@ -43,7 +43,16 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // vLLM's extension, for benchmarks
+  int num_logprobs = -1;       // completions "logprobs": N; chat "logprobs": true + "top_logprobs": N; -1 off
   std::string user;
+};
+
+// One generated token's log-probability entry, with its text (possibly part
+// of a UTF-8 character) and the most likely alternatives.
+struct LogprobEntry {
+  std::string token;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
 };
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view body, Endpoint endpoint);
@@ -56,11 +65,14 @@ struct Usage {
 const char* FinishReasonName(FinishReason reason);  // "stop", "length", or nullptr
 
 // A whole (non-streamed) response.
+// logprobs: null when not asked for; text_offset: where the entries' text starts in the completion.
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                           const std::string& text, FinishReason reason, const Usage& usage);
+                           const std::string& text, FinishReason reason, const Usage& usage,
+                           const std::vector<LogprobEntry>* logprobs = nullptr);
 // One SSE chunk's JSON; `first` adds the assistant role to a chat delta.
 std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                      const std::string& text, FinishReason reason, bool first);
+                      const std::string& text, FinishReason reason, bool first,
+                      const std::vector<LogprobEntry>* logprobs = nullptr, int64_t text_offset = 0);
 // The final usage chunk of stream_options.include_usage.
 std::string UsageChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                            const Usage& usage);

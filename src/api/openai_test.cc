@@ -55,7 +55,14 @@ TEST(OpenAiTest, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","stop":[1]})").param, "stop");
   EXPECT_EQ(ErrorOf(R"({"prompt":{"a":1}})").param, "prompt");
   EXPECT_EQ(ErrorOf(R"({"model":5,"prompt":"x"})").param, "model");
-  EXPECT_EQ(ErrorOf(R"({"prompt":"x","logprobs":true})").code, "unsupported");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","logprobs":true})").param, "logprobs") << "completions take a count";
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","logprobs":21})").param, "logprobs");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", Endpoint::kChatCompletions).param,
+            "top_logprobs") << "top_logprobs needs logprobs: true";
+  EXPECT_EQ(Parse(R"({"prompt":"x","logprobs":3})").num_logprobs, 3);
+  EXPECT_EQ(Parse(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":2})",
+                  Endpoint::kChatCompletions).num_logprobs, 2);
+  EXPECT_EQ(Parse(R"({"prompt":"x"})").num_logprobs, -1);
   EXPECT_EQ(ErrorOf(R"({"max_tokens":3})").param, "prompt");
   EXPECT_EQ(ErrorOf(R"({"messages":[]})", Endpoint::kChatCompletions).param, "messages");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"content":"x"}]})", Endpoint::kChatCompletions).param, "messages[0].role");
@@ -82,6 +89,16 @@ TEST(OpenAiTest, ResponseShapes) {
   auto usage = nlohmann::json::parse(UsageChunkBody(Endpoint::kCompletions, "id1", 5, "m", {4, 1}));
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(SseEvent("{}"), "data: {}\n\n");
+  std::vector<LogprobEntry> entries = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"Ho", -1.5f}}}, {"!", -0.1f, {}}};
+  auto legacy = nlohmann::json::parse(
+      CompletionBody(Endpoint::kCompletions, "i", 1, "m", "Hi!", FinishReason::kStop, {1, 2}, &entries));
+  EXPECT_EQ(legacy["choices"][0]["logprobs"]["tokens"], nlohmann::json({"Hi", "!"}));
+  EXPECT_EQ(legacy["choices"][0]["logprobs"]["text_offset"], nlohmann::json({0, 2}));
+  EXPECT_FLOAT_EQ(legacy["choices"][0]["logprobs"]["top_logprobs"][0]["Ho"].get<float>(), -1.5f);
+  auto chat_lp = nlohmann::json::parse(
+      CompletionBody(Endpoint::kChatCompletions, "i", 1, "m", "Hi!", FinishReason::kStop, {1, 2}, &entries));
+  EXPECT_EQ(chat_lp["choices"][0]["logprobs"]["content"][0]["bytes"], nlohmann::json({72, 105}));
+  EXPECT_EQ(chat_lp["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["token"], "Ho");
 }
 
 }  // namespace

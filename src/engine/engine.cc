@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 namespace tachyon {
@@ -58,6 +59,24 @@ void Engine::Cancel(SeqId id) {
   active_.erase(id);
 }
 
+TokenLogprobs Engine::LogprobsOf(const std::vector<float>& logits, TokenId token, int num_top) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprobs out{.logprob = logits[token.value()] - log_z};
+  if (num_top > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    const size_t k = std::min<size_t>(num_top, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(TokenId(ids[i]), logits[ids[i]] - log_z);
+  }
+  return out;
+}
+
 std::vector<RequestOutput> Engine::Step() {
   std::vector<RequestOutput> outputs;
   SchedulerOutput plan = scheduler_.Schedule();
@@ -93,10 +112,15 @@ std::vector<RequestOutput> Engine::Step() {
     Active& active = active_.at(s.id);
     Sequence& seq = *scheduler_.Find(s.id);
     std::span<const TokenId> generated(seq.tokens.data() + seq.num_prompt_tokens, seq.num_generated());
-    TokenId next = active.sampler->Sample(std::span<float>(logits.data() + k * n_vocab, n_vocab), generated);
+    float* row = logits.data() + k * n_vocab;
+    // Log-probabilities come from the raw logits; the sampler changes the row in place.
+    std::vector<float> raw;
+    if (active.request.num_logprobs >= 0) raw.assign(row, row + n_vocab);
+    TokenId next = active.sampler->Sample(std::span<float>(row, n_vocab), generated);
     scheduler_.AppendToken(s.id, next);
     RequestOutput out{.id = s.id, .new_tokens = {next}, .num_prompt_tokens = seq.num_prompt_tokens,
                       .num_generated_tokens = seq.num_generated()};
+    if (!raw.empty()) out.logprobs.push_back(LogprobsOf(raw, next, active.request.num_logprobs));
     const Request& r = active.request;
     const bool stop_token = std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), next) != r.stop_token_ids.end();
     const bool eog = !r.ignore_eos && vocab_ != nullptr && vocab_->IsEndOfGeneration(next);

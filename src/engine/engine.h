@@ -32,15 +32,24 @@ struct Request {
   std::vector<TokenId> stop_token_ids;
   int priority = 0;
   uint64_t cache_key = 0;
+  // Log-probabilities of generated tokens (from the model's raw logits): -1 off;
+  // k >= 0: the chosen token's, plus the k most likely.
+  int num_logprobs = -1;
   // Past this time the request ends with kTimeout, waiting or running.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 enum class FinishReason { kNone, kStop, kLength, kTimeout };
 
+struct TokenLogprobs {
+  float logprob = 0;                               // of the generated token
+  std::vector<std::pair<TokenId, float>> top;      // most likely first
+};
+
 struct RequestOutput {
   SeqId id;
   std::vector<TokenId> new_tokens;  // generated since the last output
+  std::vector<TokenLogprobs> logprobs;  // one per new token when the request asked for them
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
@@ -67,6 +76,9 @@ class Engine {
   bool HasWork() const { return !scheduler_.empty(); }
 
   const KvCacheManager& kv() const { return kv_; }
+
+  // log-softmax of `logits` at `token`, and the num_top most likely tokens (lowest id on ties).
+  static TokenLogprobs LogprobsOf(const std::vector<float>& logits, TokenId token, int num_top);
   const Scheduler& scheduler() const { return scheduler_; }
 
  private:

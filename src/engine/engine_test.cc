@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -224,6 +225,38 @@ TEST(EngineTest, ExpiredRequestsEndWithTimeout) {
   EXPECT_EQ(expired[0].finish_reason, FinishReason::kTimeout);
   while (engine.HasWork()) engine.Step();  // request 2 still finishes
   EXPECT_EQ(engine.kv().num_free_blocks(), 64);
+}
+
+TEST(EngineTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
+  TokenLogprobs lp = Engine::LogprobsOf(logits, TokenId(2), 3);
+  const double z = std::exp(1.0) + 2 * std::exp(3.0) + std::exp(2.0);
+  EXPECT_NEAR(lp.logprob, 2.0 - std::log(z), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, TokenId(1)) << "ties: lowest id first";
+  EXPECT_EQ(lp.top[1].first, TokenId(3));
+  EXPECT_EQ(lp.top[2].first, TokenId(2));
+  EXPECT_NEAR(lp.top[0].second, 3.0 - std::log(z), 1e-6);
+  // Through the engine: greedy picks the top entry, and its logprob is that entry's.
+  const Model* model = &TinyModel();
+  Engine engine(*model, nullptr, Options(64, 512));
+  ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = Prompt(12, 1), .sampling = {.temperature = 0.0f},
+                          .max_tokens = 4, .num_logprobs = 5})
+                  .ok());
+  int checked = 0;
+  while (engine.HasWork()) {
+    for (const RequestOutput& o : engine.Step()) {
+      ASSERT_EQ(o.logprobs.size(), o.new_tokens.size());
+      for (size_t i = 0; i < o.new_tokens.size(); ++i) {
+        ASSERT_EQ(o.logprobs[i].top.size(), 5u);
+        EXPECT_EQ(o.logprobs[i].top[0].first, o.new_tokens[i]);
+        EXPECT_FLOAT_EQ(o.logprobs[i].top[0].second, o.logprobs[i].logprob);
+        EXPECT_LE(o.logprobs[i].logprob, 0.0f);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4);
 }
 
 TEST(EngineTest, CancelFreesBlocks) {

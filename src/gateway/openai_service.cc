@@ -33,6 +33,8 @@ struct Job {
   int64_t num_prompt = 0;
   int64_t num_generated = 0;
   std::string full_text;  // non-streaming
+  std::vector<LogprobEntry> logprobs;  // non-streaming: all; streaming: since the last chunk
+  int64_t text_offset = 0;             // bytes of completion text before `logprobs`
   bool sent_first = false;
   bool done = false;
   Clock::time_point arrival, first_token, last_token;
@@ -170,9 +172,10 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
     const CompletionRequest& r = job->request;
     const Clock::time_point end = Clock::now();
     Usage usage{job->num_prompt, job->num_generated};
+    const std::vector<LogprobEntry>* logprobs = r.num_logprobs >= 0 ? &job->logprobs : nullptr;
     if (r.stream) {
       job->writer->Write(SseEvent(ChunkBody(endpoint, job->id, job->created, options_.model_name, tail, reason,
-                                            !job->sent_first)));
+                                            !job->sent_first, logprobs, job->text_offset)));
       if (r.include_usage) {
         job->writer->Write(SseEvent(UsageChunkBody(endpoint, job->id, job->created, options_.model_name, usage)));
       }
@@ -181,7 +184,7 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
     } else {
       job->writer->Respond(200, "application/json",
                            CompletionBody(endpoint, job->id, job->created, options_.model_name, job->full_text + tail,
-                                          reason, usage));
+                                          reason, usage, logprobs));
     }
     e2e.Observe(Seconds(job->arrival, end));
     prompt_tokens += job->num_prompt;
@@ -205,7 +208,8 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
                          .prompt = std::move(prompt),
                          .sampling = r.sampling,
                          .max_tokens = max_tokens,
-                         .ignore_eos = r.ignore_eos};
+                         .ignore_eos = r.ignore_eos,
+                         .num_logprobs = r.num_logprobs};
   if (options_.request_timeout_seconds > 0) {
     engine_request.deadline =
         arrival + std::chrono::milliseconds(static_cast<int64_t>(options_.request_timeout_seconds * 1000));
@@ -243,6 +247,12 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
     const Clock::time_point now = Clock::now();
     std::string text;
     bool stopped = false;
+    const bool want_logprobs = job->request.num_logprobs >= 0;
+    for (size_t i = 0; i < out->new_tokens.size() && want_logprobs && i < out->logprobs.size(); ++i) {
+      LogprobEntry entry{tokenizer_->TokenToPiece(out->new_tokens[i]), out->logprobs[i].logprob, {}};
+      for (const auto& [id, lp] : out->logprobs[i].top) entry.top.emplace_back(tokenizer_->TokenToPiece(id), lp);
+      job->logprobs.push_back(std::move(entry));
+    }
     for (TokenId t : out->new_tokens) {
       ++job->num_generated;
       if (job->num_generated == 1) {
@@ -267,10 +277,13 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
       return;
     }
     if (job->request.stream) {
-      if (!text.empty()) {
+      if (!text.empty() || !job->logprobs.empty()) {
         job->writer->Write(SseEvent(ChunkBody(endpoint, job->id, job->created, options_.model_name, text,
-                                              FinishReason::kNone, !job->sent_first)));
+                                              FinishReason::kNone, !job->sent_first,
+                                              want_logprobs ? &job->logprobs : nullptr, job->text_offset)));
         job->sent_first = true;
+        for (const LogprobEntry& e : job->logprobs) job->text_offset += static_cast<int64_t>(e.token.size());
+        job->logprobs.clear();
       }
     } else {
       job->full_text += text;

@@ -91,6 +91,24 @@ TEST_F(ServeTest, StopStringsAreNeverEmitted) {
   EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
 }
 
+TEST_F(ServeTest, Logprobs) {
+  auto body = nlohmann::json::parse(
+      Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logprobs":3})"));
+  const auto& lp = body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u) << body.dump();
+  std::string joined;
+  for (const auto& t : lp["tokens"]) joined += t.get<std::string>();
+  EXPECT_EQ(joined, body["choices"][0]["text"]);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 3u);
+  }
+  auto chat = nlohmann::json::parse(Post("/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":0,"logprobs":true,"top_logprobs":2})"));
+  ASSERT_EQ(chat["choices"][0]["logprobs"]["content"].size(), 3u) << chat.dump();
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
+}
+
 TEST_F(ServeTest, ErrorsHaveOpenAiShapes) {
   auto bad_json = nlohmann::json::parse(Post("/v1/completions", "{oops"));
   EXPECT_EQ(bad_json["error"]["type"], "invalid_request_error");

@@ -3,7 +3,8 @@
 # N streaming requests at concurrency C, each a shared prefix of P tokens plus
 # a unique suffix of S tokens, O output tokens (ignore_eos), prompts sent as
 # token ids so their lengths are exact. Reports prompt tokens computed, TTFT
-# p50/p95 and E2E p95 (server-side, from the access log), mean TPOT, and
+# p50/p95 and E2E p95 (server-side, from the access log), ITL p50 (from the
+# server's histogram), mean TPOT, and
 # output tokens/s over the run. Extra arguments go to `tachyon serve`
 # (e.g. --no-prefix-caching).
 #
@@ -44,8 +45,20 @@ hits=$(echo "$metrics" | awk '/^tachyon:prefix_cache_hits_total/ { print $2 }')
 pct() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR - 1) * p + 0.5) + 1; printf "%.0f", v[i] }'; }
 ttft() { grep '"ttft_ms"' "$work/log" | sed 's/.*"ttft_ms":\([0-9.e+-]*\).*/\1/'; }
 e2e() { grep '"e2e_ms"' "$work/log" | sed 's/.*"e2e_ms":\([0-9.e+-]*\).*/\1/'; }
+# ITL p50 from the server's histogram (linear inside the bucket).
+itl_p50=$(echo "$metrics" | awk '
+  /^tachyon:inter_token_latency_seconds_bucket/ {
+    match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); n++; bound[n] = le; count[n] = $2 }
+  END {
+    total = count[n]; target = total / 2; prev_b = 0; prev_c = 0
+    for (i = 1; i <= n; i++) {
+      if (count[i] >= target && total > 0) {
+        b = (bound[i] == "+Inf") ? prev_b : bound[i]
+        frac = (count[i] > prev_c) ? (target - prev_c) / (count[i] - prev_c) : 0
+        printf "%.1f", 1000 * (prev_b + (b - prev_b) * frac); exit }
+      prev_b = bound[i]; prev_c = count[i] } }')
 tpot=$(paste <(e2e) <(ttft) | awk -v o="$O" '{ s += ($1 - $2) / (o - 1) } END { printf "%.1f", s / NR }')
 echo "requests $N, concurrency $C, prompt $P shared + $S unique tokens, $O output tokens, serve flags: ${*:-(none)}"
 echo "prompt tokens computed: $computed (prefix cache hits: $hits tokens)"
-echo "TTFT p50 $(ttft | pct 0.5) ms, p95 $(ttft | pct 0.95) ms; E2E p95 $(e2e | pct 0.95) ms; mean TPOT $tpot ms"
+echo "TTFT p50 $(ttft | pct 0.5) ms, p95 $(ttft | pct 0.95) ms; E2E p95 $(e2e | pct 0.95) ms; ITL p50 $itl_p50 ms; mean TPOT $tpot ms"
 awk -v g="$generated" -v a="$start" -v b="$end" 'BEGIN { printf "output tokens/s: %.1f (%d tokens in %.1f s)\n", g / (b - a), g, b - a }'

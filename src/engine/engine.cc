@@ -32,7 +32,7 @@ Status Engine::Add(Request request) {
   RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
   auto sampler = std::make_unique<Sampler>(request.sampling);
   const SeqId id = request.id;
-  active_.emplace(id, Active{std::move(request), std::move(sampler)});
+  active_.emplace(id, Active{std::move(request), std::move(sampler), std::chrono::steady_clock::now()});
   return Status::Ok();
 }
 
@@ -81,6 +81,11 @@ std::vector<RequestOutput> Engine::Step() {
   std::vector<RequestOutput> outputs;
   SchedulerOutput plan = scheduler_.Schedule();
   if (plan.empty()) return outputs;
+  const auto now = std::chrono::steady_clock::now();
+  for (const ScheduledSequence& s : plan.scheduled) {
+    Active& a = active_.at(s.id);
+    if (a.queue_seconds < 0) a.queue_seconds = std::chrono::duration<double>(now - a.added).count();
+  }
 
   // One batch for all scheduled chunks; block tables copied so they stay valid.
   ForwardBatch batch;
@@ -121,6 +126,11 @@ std::vector<RequestOutput> Engine::Step() {
     RequestOutput out{.id = s.id, .new_tokens = {next}, .num_prompt_tokens = seq.num_prompt_tokens,
                       .num_generated_tokens = seq.num_generated()};
     if (!raw.empty()) out.logprobs.push_back(LogprobsOf(raw, next, active.request.num_logprobs));
+    out.num_cached_tokens = std::max<int64_t>(0, seq.num_cached_tokens);
+    if (!active.reported_queue) {
+      out.queue_seconds = active.queue_seconds;
+      active.reported_queue = true;
+    }
     const Request& r = active.request;
     const bool stop_token = std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), next) != r.stop_token_ids.end();
     const bool eog = !r.ignore_eos && vocab_ != nullptr && vocab_->IsEndOfGeneration(next);

@@ -53,6 +53,8 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
+  int64_t num_cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  double queue_seconds = -1;      // on the first output: from Add to the first step that computed it
 };
 
 struct EngineOptions {
@@ -85,6 +87,9 @@ class Engine {
   struct Active {
     Request request;
     std::unique_ptr<Sampler> sampler;
+    std::chrono::steady_clock::time_point added;
+    double queue_seconds = -1;  // set when first scheduled
+    bool reported_queue = false;
   };
 
   const Model& model_;

@@ -88,6 +88,7 @@ Scheduler::Admission Scheduler::AdmitWaiting(Sequence& seq, int64_t* budget, Sch
   if (n <= 0) return Admission::kNoRoom;
   if (!kv_->Allocate(seq.id, prefix.num_tokens + n, prefix)) return Admission::kNoRoom;
   kv_->CountPrefixQuery(seq.num_tokens(), prefix.num_tokens);
+  if (seq.num_cached_tokens < 0) seq.num_cached_tokens = prefix.num_tokens;
   seq.num_computed_tokens = prefix.num_tokens;
   seq.status = SequenceStatus::kRunning;
   running_.push_back(seq.id);

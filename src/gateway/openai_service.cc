@@ -32,6 +32,7 @@ struct Job {
   int64_t created = 0;
   int64_t num_prompt = 0;
   int64_t num_generated = 0;
+  int64_t num_cached = 0;
   std::string full_text;  // non-streaming
   std::vector<LogprobEntry> logprobs;  // non-streaming: all; streaming: since the last chunk
   int64_t text_offset = 0;             // bytes of completion text before `logprobs`
@@ -194,6 +195,7 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
       nlohmann::json line = {{"id", job->id},
                              {"model", options_.model_name},
                              {"prompt_tokens", job->num_prompt},
+                             {"cached_tokens", job->num_cached},
                              {"generated_tokens", job->num_generated},
                              {"ttft_ms", job->num_generated ? Seconds(job->arrival, job->first_token) * 1e3 : 0.0},
                              {"e2e_ms", Seconds(job->arrival, end) * 1e3},
@@ -245,6 +247,8 @@ void OpenAiService::HandleCompletion(const HttpRequest& http, std::shared_ptr<Re
       return;
     }
     const Clock::time_point now = Clock::now();
+    if (out->queue_seconds >= 0) queue_time.Observe(out->queue_seconds);
+    job->num_cached = out->num_cached_tokens;
     std::string text;
     bool stopped = false;
     const bool want_logprobs = job->request.num_logprobs >= 0;
@@ -297,6 +301,7 @@ std::string OpenAiService::RenderMetrics() const {
   out += ttft.RenderPrometheus("tachyon:time_to_first_token_seconds", labels);
   out += itl.RenderPrometheus("tachyon:inter_token_latency_seconds", labels);
   out += e2e.RenderPrometheus("tachyon:e2e_request_latency_seconds", labels);
+  out += queue_time.RenderPrometheus("tachyon:request_queue_time_seconds", labels);
   EngineStats stats = loop_->Stats();
   auto line = [&](const char* type, const std::string& name, double value) {
     char buf[256];

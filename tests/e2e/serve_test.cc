@@ -154,6 +154,10 @@ TEST_F(ServeTest, ConcurrentStreamsAndMetricsAgree) {
   EXPECT_NE(metrics.find("tachyon:time_to_first_token_seconds_count{model_name=\"stories260K\"} 16\n"),
             std::string::npos);
   EXPECT_NE(metrics.find("tachyon:prefix_cache_hits_total"), std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:request_queue_time_seconds_count{model_name=\"stories260K\"} 16\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:inter_token_latency_seconds_count{model_name=\"stories260K\"} 112\n"),
+            std::string::npos) << "7 gaps per 8-token stream";
   EXPECT_EQ(server_->Stop(), 0) << "graceful shutdown exits 0";
 }
 

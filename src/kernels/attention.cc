@@ -9,6 +9,7 @@
 #include "kernels/fp16.h"
 #include "kernels/ref/ops.h"
 #include "kernels/x86/dot_avx2.h"
+#include "kernels/x86/ops_avx2.h"
 
 namespace tachyon {
 
@@ -43,6 +44,7 @@ void Attend(const float* q, const LayerKv& kv, const int32_t* block_table, int64
       return CpuHasAvx2() ? avx2::DotF32(k, qh, n) : ref::DotF32(k, qh, n);
     }
   };
+  const bool simd = CpuHasAvx2();
   const T* k_base = static_cast<const T*>(kv.k);
   const T* v_base = static_cast<const T*>(kv.v);
   std::vector<float> scores(shape.block_size);
@@ -71,9 +73,17 @@ void Attend(const float* q, const LayerKv& kv, const int32_t* block_table, int64
         running_sum += p;
         const T* vj = vb + j * kv_dim;
         if constexpr (kHalf) {
-          for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(vj[d]);
+          if (simd) {
+            avx2::AddScaledF16(acc, p, vj, head_dim);
+          } else {
+            for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(vj[d]);
+          }
         } else {
-          for (int d = 0; d < head_dim; ++d) acc[d] += p * vj[d];
+          if (simd) {
+            avx2::AddScaledF32(acc, p, vj, head_dim);
+          } else {
+            for (int d = 0; d < head_dim; ++d) acc[d] += p * vj[d];
+          }
         }
       }
       running_max = new_max;

@@ -99,6 +99,25 @@ void Softmax(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= 1.0f / sum;
 }
 
+void AddScaledF32(float* acc, float p, const float* v, int64_t n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
+  }
+  for (; i < n; ++i) acc[i] += p * v[i];
+}
+
+void AddScaledF16(float* acc, float p, const uint16_t* v, int64_t n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
+    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vp, x, _mm256_loadu_ps(acc + i)));
+  }
+  for (; i < n; ++i) acc[i] += p * _cvtsh_ss(v[i]);
+}
+
 void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
                bool neox) {
   const int half = rope_dim / 2;

@@ -9,6 +9,9 @@ namespace tachyon::avx2 {
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void Softmax(float* x, int64_t n);
+// acc[i] += p * v[i], v in F32 or F16; [n]
+void AddScaledF32(float* acc, float p, const float* v, int64_t n);
+void AddScaledF16(float* acc, float p, const uint16_t* v, int64_t n);
 void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
                bool neox);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
 #include "kernels/ref/ops.h"
 
 namespace tachyon {
@@ -65,6 +66,18 @@ TEST_P(OpsAvx2Test, ApplyRopeNormalAndNeox) {
       for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], kRopeTolerance * (1 + std::fabs(b[i]))) << i;
     }
   }
+}
+
+TEST_P(OpsAvx2Test, AddScaled) {
+  const int64_t n = GetParam();
+  std::vector<float> acc = RandomNonZero(n, 9), v = RandomNonZero(n, 10), expected = acc, got = acc;
+  std::vector<uint16_t> h(n);
+  for (int64_t i = 0; i < n; ++i) h[i] = FloatToFp16(v[i]);
+  avx2::AddScaledF32(got.data(), 0.3f, v.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], expected[i] + 0.3f * v[i], 1e-6f);
+  got = acc;
+  avx2::AddScaledF16(got.data(), 0.3f, h.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], expected[i] + 0.3f * Fp16ToFloat(h[i]), 1e-6f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2Test, ::testing::Values(1, 7, 8, 64, 100, 2048));

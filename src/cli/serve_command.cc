@@ -103,10 +103,16 @@ int Run(const ServeFlags& flags) {
                 std::to_string(c.context_length));
   }
   // KV blocks: from --kv-cache-memory, else enough for max_num_seqs full-length sequences, at most 2 GiB.
-  if (flags.kv_cache_dtype != "f16" && flags.kv_cache_dtype != "f32") {
-    return Fail("--kv-cache-dtype must be f16 or f32, not " + flags.kv_cache_dtype);
+  if (flags.kv_cache_dtype != "f16" && flags.kv_cache_dtype != "f32" && flags.kv_cache_dtype != "q8_0") {
+    return Fail("--kv-cache-dtype must be f16, f32 or q8_0, not " + flags.kv_cache_dtype);
   }
-  const KvType kv_type = flags.kv_cache_dtype == "f32" ? KvType::kF32 : KvType::kF16;
+  const KvType kv_type = flags.kv_cache_dtype == "f32"    ? KvType::kF32
+                         : flags.kv_cache_dtype == "q8_0" ? KvType::kQ8_0
+                                                          : KvType::kF16;
+  if (kv_type == KvType::kQ8_0 && c.head_dim % 32 != 0) {
+    return Fail("--kv-cache-dtype q8_0 needs a head dimension that is a multiple of 32; this model's is " +
+                std::to_string(c.head_dim));
+  }
   const uint64_t bytes_per_block = KvBuffer::BlockBytes(c, flags.block_size, kv_type);
   uint64_t kv_bytes = flags.kv_cache_memory;
   if (kv_bytes == 0) {
@@ -180,7 +186,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens, "Tokens computed per step")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching");
-  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16 or f32")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16, f32 or q8_0")
+      ->capture_default_str();
   cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str();
   cmd->add_option("--request-timeout", flags->request_timeout,

@@ -259,6 +259,18 @@ TEST(EngineTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
   EXPECT_EQ(checked, 4);
 }
 
+TEST(EngineTest, EveryKvTypeKeepsTheDifferentialProperties) {
+  const Model* model = &TinyModel();  // head_dim 32: Q8_0 rows are whole blocks
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(Prompt(40, i + 1, /*shared_prefix=*/32));
+  for (KvType type : {KvType::kF32, KvType::kF16, KvType::kQ8_0}) {
+    EngineOptions cached = Options(64, 16), uncached = Options(64, 1024, false);
+    cached.kv_type = uncached.kv_type = type;
+    EXPECT_EQ(RunAll(*model, cached, prompts, 8), RunAll(*model, uncached, prompts, 8))
+        << "kv type " << static_cast<int>(type);
+  }
+}
+
 TEST(EngineTest, CancelFreesBlocks) {
   const Model* model = &TinyModel();
   Engine engine(*model, nullptr, Options(64, 512));

@@ -7,11 +7,15 @@
 
 namespace tachyon {
 
-// Element type of the KV cache.
-enum class KvType { kF32, kF16 };
+// Element type of the KV cache. Q8_0 stores each token's K and V rows as Q8_0
+// blocks of 32 (a head's slice must be whole blocks: head_dim % 32 == 0).
+enum class KvType { kF32, kF16, kQ8_0 };
 
-// One layer's K and V storage: [num_blocks, block_size, kv_dim] elements of
-// `type` each, where kv_dim = n_kv_heads * head_dim.
+// Bytes of one token's K (or V) row of kv_dim elements.
+int64_t KvRowBytes(KvType type, int64_t kv_dim);
+
+// One layer's K and V storage: [num_blocks, block_size] rows of KvRowBytes
+// each, a row holding kv_dim = n_kv_heads * head_dim elements of `type`.
 struct LayerKv {
   void* k = nullptr;
   void* v = nullptr;

@@ -12,7 +12,7 @@ namespace {
 // Paged online-softmax attention equals a dense softmax over all positions,
 // whatever the block size and the order of the blocks in memory.
 TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
-  const int n_heads = 4, n_kv_heads = 2, head_dim = 16;
+  const int n_heads = 4, n_kv_heads = 2, head_dim = 32;
   const int64_t num_positions = 37;
   const int kv_dim = n_kv_heads * head_dim;
   std::mt19937 rng(5);
@@ -70,6 +70,18 @@ TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
                 out.data());
     for (int i = 0; i < n_heads * head_dim; ++i) {
       EXPECT_NEAR(out[i], expected[i], 5e-3) << "F16 cache, block size " << block_size << " element " << i;
+    }
+    // And through a Q8_0 cache (rows of 32-element blocks; relative error ~1%).
+    const int64_t q8_row = KvRowBytes(KvType::kQ8_0, kv_dim);
+    std::vector<uint8_t> k8(num_blocks * block_size * q8_row), v8(k8.size());
+    LayerKv q8{k8.data(), v8.data(), KvType::kQ8_0};
+    for (int64_t slot = 0; slot < num_blocks * block_size; ++slot) {
+      StoreKv(q8, slot, kv_dim, &k_pool[slot * kv_dim], &v_pool[slot * kv_dim]);
+    }
+    AttendPaged(q.data(), q8, table.data(), num_positions, {n_heads, n_kv_heads, head_dim, block_size}, scale,
+                out.data());
+    for (int i = 0; i < n_heads * head_dim; ++i) {
+      EXPECT_NEAR(out[i], expected[i], 5e-2) << "Q8_0 cache, block size " << block_size << " element " << i;
     }
   }
 }

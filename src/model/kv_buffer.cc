@@ -2,15 +2,9 @@
 
 namespace tachyon {
 
-namespace {
-
-size_t ElementBytes(KvType type) { return type == KvType::kF16 ? 2 : 4; }
-
-}  // namespace
-
 KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks, KvType type)
     : block_size_(block_size), num_blocks_(num_blocks), type_(type), k_(config.n_layer), v_(config.n_layer) {
-  const size_t bytes = static_cast<size_t>(num_blocks) * block_size * config.kv_dim() * ElementBytes(type);
+  const size_t bytes = static_cast<size_t>(num_blocks) * block_size * KvRowBytes(type, config.kv_dim());
   for (int64_t l = 0; l < config.n_layer; ++l) {
     k_[l].assign(bytes, 0);
     v_[l].assign(bytes, 0);
@@ -18,7 +12,7 @@ KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks
 }
 
 uint64_t KvBuffer::BlockBytes(const ModelConfig& config, int block_size, KvType type) {
-  return 2ull * config.n_layer * block_size * config.kv_dim() * ElementBytes(type);
+  return 2ull * config.n_layer * block_size * KvRowBytes(type, config.kv_dim());
 }
 
 uint64_t KvBuffer::bytes() const {

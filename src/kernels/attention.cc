@@ -45,39 +45,27 @@ void StoreKv(const LayerKv& kv, int64_t slot, int64_t kv_dim, const float* k, co
 
 namespace {
 
-template <typename T>
-void Attend(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
-            const AttentionShape& shape, float scale, float* out) {
+// The online softmax over a sequence's blocks, for one query token. The cache
+// type enters only through score(kv_head_offset, slot, qh) -> q.k and
+// add(acc, p, kv_head_offset, slot) -> acc += p * v.
+template <typename Score, typename AddValue>
+void OnlineSoftmax(const float* q, const int32_t* block_table, int64_t num_positions, const AttentionShape& shape,
+                   float scale, float* out, Score score, AddValue add) {
   const int head_dim = shape.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
   const int group = shape.n_heads / shape.n_kv_heads;
-  constexpr bool kHalf = std::is_same_v<T, uint16_t>;
-  // Scores q.k: float keys, or F16 keys converted on the fly.
-  auto dot = [](const float* qh, const T* k, int n) {
-    if constexpr (kHalf) {
-      return CpuHasAvx2() ? avx2::DotF16(k, qh, n) : ref::DotF16(k, qh, n);
-    } else {
-      return CpuHasAvx2() ? avx2::DotF32(k, qh, n) : ref::DotF32(k, qh, n);
-    }
-  };
-  const bool simd = CpuHasAvx2();
-  const T* k_base = static_cast<const T*>(kv.k);
-  const T* v_base = static_cast<const T*>(kv.v);
   std::vector<float> scores(shape.block_size);
   for (int h = 0; h < shape.n_heads; ++h) {
     const float* qh = q + static_cast<int64_t>(h) * head_dim;
-    const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
+    const int kv_head = h / group;
     float* acc = out + static_cast<int64_t>(h) * head_dim;
     std::fill(acc, acc + head_dim, 0.0f);
     float running_max = -INFINITY, running_sum = 0.0f;
     for (int64_t start = 0; start < num_positions; start += shape.block_size) {
-      const int64_t block = block_table[start / shape.block_size];
+      const int64_t first_slot = static_cast<int64_t>(block_table[start / shape.block_size]) * shape.block_size;
       const int n = static_cast<int>(std::min<int64_t>(shape.block_size, num_positions - start));
-      const T* kb = k_base + block * shape.block_size * kv_dim + kv_offset;
-      const T* vb = v_base + block * shape.block_size * kv_dim + kv_offset;
       float block_max = -INFINITY;
       for (int j = 0; j < n; ++j) {
-        scores[j] = dot(qh, kb + j * kv_dim, head_dim) * scale;
+        scores[j] = score(kv_head, first_slot + j, qh) * scale;
         block_max = std::max(block_max, scores[j]);
       }
       const float new_max = std::max(running_max, block_max);
@@ -87,68 +75,7 @@ void Attend(const float* q, const LayerKv& kv, const int32_t* block_table, int64
       for (int j = 0; j < n; ++j) {
         const float p = std::exp(scores[j] - new_max);
         running_sum += p;
-        const T* vj = vb + j * kv_dim;
-        if constexpr (kHalf) {
-          if (simd) {
-            avx2::AddScaledF16(acc, p, vj, head_dim);
-          } else {
-            for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(vj[d]);
-          }
-        } else {
-          if (simd) {
-            avx2::AddScaledF32(acc, p, vj, head_dim);
-          } else {
-            for (int d = 0; d < head_dim; ++d) acc[d] += p * vj[d];
-          }
-        }
-      }
-      running_max = new_max;
-    }
-    const float inv = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;
-    for (int d = 0; d < head_dim; ++d) acc[d] *= inv;
-  }
-}
-
-// Q8_0 cache: each position's K and V slice of a head dequantized, then as F32.
-void AttendQ8_0(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
-                const AttentionShape& shape, float scale, float* out) {
-  const int head_dim = shape.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
-  const int64_t row = KvRowBytes(KvType::kQ8_0, kv_dim);
-  const int64_t head_bytes = head_dim / 32 * 34;
-  const int group = shape.n_heads / shape.n_kv_heads;
-  const bool simd = CpuHasAvx2();
-  const uint8_t* k_base = static_cast<const uint8_t*>(kv.k);
-  const uint8_t* v_base = static_cast<const uint8_t*>(kv.v);
-  std::vector<float> scores(shape.block_size), k(head_dim), v(head_dim);
-  for (int h = 0; h < shape.n_heads; ++h) {
-    const float* qh = q + static_cast<int64_t>(h) * head_dim;
-    const int64_t offset = static_cast<int64_t>(h / group) * head_bytes;
-    float* acc = out + static_cast<int64_t>(h) * head_dim;
-    std::fill(acc, acc + head_dim, 0.0f);
-    float running_max = -INFINITY, running_sum = 0.0f;
-    for (int64_t start = 0; start < num_positions; start += shape.block_size) {
-      const int64_t block = block_table[start / shape.block_size];
-      const int n = static_cast<int>(std::min<int64_t>(shape.block_size, num_positions - start));
-      float block_max = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        ref::DequantizeRowQ8_0(k_base + (block * shape.block_size + j) * row + offset, k.data(), head_dim);
-        scores[j] = (simd ? avx2::DotF32(k.data(), qh, head_dim) : ref::DotF32(k.data(), qh, head_dim)) * scale;
-        block_max = std::max(block_max, scores[j]);
-      }
-      const float new_max = std::max(running_max, block_max);
-      const float correction = std::exp(running_max - new_max);
-      running_sum *= correction;
-      for (int d = 0; d < head_dim; ++d) acc[d] *= correction;
-      for (int j = 0; j < n; ++j) {
-        const float p = std::exp(scores[j] - new_max);
-        running_sum += p;
-        ref::DequantizeRowQ8_0(v_base + (block * shape.block_size + j) * row + offset, v.data(), head_dim);
-        if (simd) {
-          avx2::AddScaledF32(acc, p, v.data(), head_dim);
-        } else {
-          for (int d = 0; d < head_dim; ++d) acc[d] += p * v[d];
-        }
+        add(acc, p, kv_head, first_slot + j);
       }
       running_max = new_max;
     }
@@ -161,12 +88,71 @@ void AttendQ8_0(const float* q, const LayerKv& kv, const int32_t* block_table, i
 
 void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
                  const AttentionShape& shape, float scale, float* out) {
-  if (kv.type == KvType::kQ8_0) {
-    AttendQ8_0(q, kv, block_table, num_positions, shape, scale, out);
-  } else if (kv.type == KvType::kF16) {
-    Attend<uint16_t>(q, kv, block_table, num_positions, shape, scale, out);
-  } else {
-    Attend<float>(q, kv, block_table, num_positions, shape, scale, out);
+  const int head_dim = shape.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
+  const bool simd = CpuHasAvx2();
+  switch (kv.type) {
+    case KvType::kF32: {
+      const float* k = static_cast<const float*>(kv.k);
+      const float* v = static_cast<const float*>(kv.v);
+      OnlineSoftmax(
+          q, block_table, num_positions, shape, scale, out,
+          [&](int kv_head, int64_t slot, const float* qh) {
+            const float* key = k + slot * kv_dim + kv_head * head_dim;
+            return simd ? avx2::DotF32(key, qh, head_dim) : ref::DotF32(key, qh, head_dim);
+          },
+          [&](float* acc, float p, int kv_head, int64_t slot) {
+            const float* value = v + slot * kv_dim + kv_head * head_dim;
+            if (simd) {
+              avx2::AddScaledF32(acc, p, value, head_dim);
+            } else {
+              for (int d = 0; d < head_dim; ++d) acc[d] += p * value[d];
+            }
+          });
+      return;
+    }
+    case KvType::kF16: {
+      const uint16_t* k = static_cast<const uint16_t*>(kv.k);
+      const uint16_t* v = static_cast<const uint16_t*>(kv.v);
+      OnlineSoftmax(
+          q, block_table, num_positions, shape, scale, out,
+          [&](int kv_head, int64_t slot, const float* qh) {
+            const uint16_t* key = k + slot * kv_dim + kv_head * head_dim;
+            return simd ? avx2::DotF16(key, qh, head_dim) : ref::DotF16(key, qh, head_dim);
+          },
+          [&](float* acc, float p, int kv_head, int64_t slot) {
+            const uint16_t* value = v + slot * kv_dim + kv_head * head_dim;
+            if (simd) {
+              avx2::AddScaledF16(acc, p, value, head_dim);
+            } else {
+              for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(value[d]);
+            }
+          });
+      return;
+    }
+    case KvType::kQ8_0: {
+      // Each position's slice of a head is dequantized, then used as F32.
+      const uint8_t* k = static_cast<const uint8_t*>(kv.k);
+      const uint8_t* v = static_cast<const uint8_t*>(kv.v);
+      const int64_t row = KvRowBytes(KvType::kQ8_0, kv_dim);
+      const int64_t head_bytes = head_dim / 32 * 34;
+      std::vector<float> scratch(head_dim);
+      OnlineSoftmax(
+          q, block_table, num_positions, shape, scale, out,
+          [&](int kv_head, int64_t slot, const float* qh) {
+            ref::DequantizeRowQ8_0(k + slot * row + kv_head * head_bytes, scratch.data(), head_dim);
+            return simd ? avx2::DotF32(scratch.data(), qh, head_dim) : ref::DotF32(scratch.data(), qh, head_dim);
+          },
+          [&](float* acc, float p, int kv_head, int64_t slot) {
+            ref::DequantizeRowQ8_0(v + slot * row + kv_head * head_bytes, scratch.data(), head_dim);
+            if (simd) {
+              avx2::AddScaledF32(acc, p, scratch.data(), head_dim);
+            } else {
+              for (int d = 0; d < head_dim; ++d) acc[d] += p * scratch[d];
+            }
+          });
+      return;
+    }
   }
 }
 

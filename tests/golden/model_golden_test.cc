@@ -132,6 +132,9 @@ struct TinyCase {
   bool exact_greedy;     // free-running greedy must match (F32) or only teacher-forced argmax
 };
 
+// Names the case in test listings (instead of its bytes).
+void PrintTo(const TinyCase& c, std::ostream* os) { *os << c.stem; }
+
 class LlamaCppGoldenTest : public ::testing::TestWithParam<TinyCase> {};
 
 TEST_P(LlamaCppGoldenTest, PromptAndStepLogits) {

@@ -8,8 +8,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Tachyon: a latency-first LLM serving system (GGUF engine, OpenAI-compatible gateway, "
-      "load generator).",
+      "Tachyon: a latency-first LLM serving system: a GGUF engine and an OpenAI-compatible server.",
       "tachyon"};
   app.set_version_flag("--version", "tachyon " TACHYON_VERSION);
   app.require_subcommand(1);

@@ -5,6 +5,7 @@
 
 #include "kernels/kernels_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -53,8 +54,7 @@ TEST_P(OpsAvx2Test, SiluMulAndSoftmax) {
 }
 
 TEST_P(OpsAvx2Test, ApplyRopeNormalAndNeox) {
-  const int head_dim = static_cast<int>(GetParam() / 2 * 2);
-  if (head_dim < 2) GTEST_SKIP();
+  const int head_dim = std::max(2, static_cast<int>(GetParam() / 2 * 2));
   for (int rope_dim : {head_dim, head_dim / 2 / 2 * 2}) {
     if (rope_dim < 2) continue;
     std::vector<float> cos(rope_dim / 2), sin(rope_dim / 2);

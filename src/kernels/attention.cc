@@ -84,6 +84,42 @@ void OnlineSoftmax(const float* q, const int32_t* block_table, int64_t num_posit
   }
 }
 
+// F32 or F16 (uint16_t) cache: keys and values read in place.
+template <typename T>
+void AttendFloatCache(const T* k, const T* v, const float* q, const int32_t* block_table, int64_t num_positions,
+                      const AttentionShape& shape, float scale, float* out) {
+  constexpr bool kHalf = std::is_same_v<T, uint16_t>;
+  const int head_dim = shape.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
+  const bool simd = CpuHasAvx2();
+  OnlineSoftmax(
+      q, block_table, num_positions, shape, scale, out,
+      [&](int kv_head, int64_t slot, const float* qh) {
+        const T* key = k + slot * kv_dim + kv_head * head_dim;
+        if constexpr (kHalf) {
+          return simd ? avx2::DotF16(key, qh, head_dim) : ref::DotF16(key, qh, head_dim);
+        } else {
+          return simd ? avx2::DotF32(key, qh, head_dim) : ref::DotF32(key, qh, head_dim);
+        }
+      },
+      [&](float* acc, float p, int kv_head, int64_t slot) {
+        const T* value = v + slot * kv_dim + kv_head * head_dim;
+        if constexpr (kHalf) {
+          if (simd) {
+            avx2::AddScaledF16(acc, p, value, head_dim);
+          } else {
+            for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(value[d]);
+          }
+        } else {
+          if (simd) {
+            avx2::AddScaledF32(acc, p, value, head_dim);
+          } else {
+            for (int d = 0; d < head_dim; ++d) acc[d] += p * value[d];
+          }
+        }
+      });
+}
+
 }  // namespace
 
 void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
@@ -92,44 +128,14 @@ void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, 
   const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
   const bool simd = CpuHasAvx2();
   switch (kv.type) {
-    case KvType::kF32: {
-      const float* k = static_cast<const float*>(kv.k);
-      const float* v = static_cast<const float*>(kv.v);
-      OnlineSoftmax(
-          q, block_table, num_positions, shape, scale, out,
-          [&](int kv_head, int64_t slot, const float* qh) {
-            const float* key = k + slot * kv_dim + kv_head * head_dim;
-            return simd ? avx2::DotF32(key, qh, head_dim) : ref::DotF32(key, qh, head_dim);
-          },
-          [&](float* acc, float p, int kv_head, int64_t slot) {
-            const float* value = v + slot * kv_dim + kv_head * head_dim;
-            if (simd) {
-              avx2::AddScaledF32(acc, p, value, head_dim);
-            } else {
-              for (int d = 0; d < head_dim; ++d) acc[d] += p * value[d];
-            }
-          });
+    case KvType::kF32:
+      AttendFloatCache(static_cast<const float*>(kv.k), static_cast<const float*>(kv.v), q, block_table,
+                       num_positions, shape, scale, out);
       return;
-    }
-    case KvType::kF16: {
-      const uint16_t* k = static_cast<const uint16_t*>(kv.k);
-      const uint16_t* v = static_cast<const uint16_t*>(kv.v);
-      OnlineSoftmax(
-          q, block_table, num_positions, shape, scale, out,
-          [&](int kv_head, int64_t slot, const float* qh) {
-            const uint16_t* key = k + slot * kv_dim + kv_head * head_dim;
-            return simd ? avx2::DotF16(key, qh, head_dim) : ref::DotF16(key, qh, head_dim);
-          },
-          [&](float* acc, float p, int kv_head, int64_t slot) {
-            const uint16_t* value = v + slot * kv_dim + kv_head * head_dim;
-            if (simd) {
-              avx2::AddScaledF16(acc, p, value, head_dim);
-            } else {
-              for (int d = 0; d < head_dim; ++d) acc[d] += p * Fp16ToFloat(value[d]);
-            }
-          });
+    case KvType::kF16:
+      AttendFloatCache(static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v), q, block_table,
+                       num_positions, shape, scale, out);
       return;
-    }
     case KvType::kQ8_0: {
       // Each position's slice of a head is dequantized, then used as F32.
       const uint8_t* k = static_cast<const uint8_t*>(kv.k);

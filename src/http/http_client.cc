@@ -1,0 +1,220 @@
+#include "http/http_client.h"
+
+// Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <boost/asio.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <cctype>
+#include <limits>
+#include <optional>
+
+namespace tachyon {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind("https://", 0) == 0) {
+    return UnimplementedError("'" + url + "': https is not supported yet; use an http:// URL");
+  }
+  if (url.rfind(scheme, 0) != 0) return InvalidArgumentError("'" + url + "' is not an http:// URL");
+  std::string rest = url.substr(scheme.size());
+  const size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  HttpUrl out;
+  out.path = slash == std::string::npos ? "" : rest.substr(slash);
+  while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
+  std::string port;
+  if (!authority.empty() && authority[0] == '[') {  // [::1]:8000
+    const size_t close = authority.find(']');
+    if (close == std::string::npos) return InvalidArgumentError("'" + url + "': unclosed '[' in the host");
+    out.host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return InvalidArgumentError("'" + url + "': expected ':' after ']'");
+      port = authority.substr(close + 2);
+    }
+  } else {
+    const size_t colon = authority.rfind(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) port = authority.substr(colon + 1);
+  }
+  if (out.host.empty()) return InvalidArgumentError("'" + url + "' has no host");
+  if (!port.empty()) {
+    char* end = nullptr;
+    const long p = std::strtol(port.c_str(), &end, 10);
+    if (*end != '\0' || p < 1 || p > 65535) return InvalidArgumentError("'" + url + "': bad port '" + port + "'");
+    out.port = static_cast<int>(p);
+  }
+  return out;
+}
+
+namespace {
+
+// Idle keep-alive connections kept per host; more are closed.
+constexpr size_t kMaxIdlePerHost = 8192;
+
+Status NetworkError(const std::string& what, const HttpClientRequest& r, const boost::system::error_code& ec) {
+  const std::string where = r.host + ":" + std::to_string(r.port);
+  if (ec == beast::error::timeout) {
+    return OutOfRangeError(what + " " + where + ": no complete response within " +
+                           std::to_string(r.timeout_seconds) + " s");
+  }
+  return UnavailableError(what + " " + where + ": " + ec.message());
+}
+
+// A reused connection that the server closed while it sat idle fails like this
+// before any byte of the response; the request is then safe to send again.
+bool IsStaleConnection(const boost::system::error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe;
+}
+
+}  // namespace
+
+struct HttpClient::Impl {
+  asio::io_context io{1};
+  std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
+  std::unordered_map<std::string, tcp::resolver::results_type> resolved;
+  HttpClientStats stats;
+
+  asio::awaitable<void> Exchange(HttpClientRequest r, HttpStreamCallbacks cb) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(r.timeout_seconds * 1e6));
+    const std::string key = r.host + ":" + std::to_string(r.port);
+    bhttp::request<bhttp::string_body> message;
+    message.method_string(r.method);
+    message.target(r.target);
+    message.version(11);
+    message.set(bhttp::field::host, key);
+    message.set(bhttp::field::user_agent, "tachyon-bench");
+    for (const auto& [name, value] : r.headers) message.set(name, value);
+    if (!r.body.empty() && message.find(bhttp::field::content_type) == message.end()) {
+      message.set(bhttp::field::content_type, "application/json");
+    }
+    message.body() = std::move(r.body);
+    message.keep_alive(true);
+    message.prepare_payload();
+
+    boost::system::error_code ec;
+    for (int attempt = 0;; ++attempt) {
+      std::optional<beast::tcp_stream> stream;
+      bool reused = false;
+      // Looked up again after each co_await: other exchanges may insert keys meanwhile.
+      if (auto& pool = idle[key]; !pool.empty()) {
+        stream.emplace(std::move(pool.back()));
+        pool.pop_back();
+        reused = true;
+        ++stats.connections_reused;
+      } else {
+        tcp::resolver::results_type endpoints;
+        if (auto found = resolved.find(key); found != resolved.end()) {
+          endpoints = found->second;
+        } else {
+          tcp::resolver resolver(io);
+          auto results = co_await resolver.async_resolve(r.host, std::to_string(r.port),
+                                                         asio::redirect_error(asio::use_awaitable, ec));
+          if (ec) {
+            cb.on_done(UnavailableError("cannot resolve '" + r.host + "': " + ec.message()));
+            co_return;
+          }
+          resolved.emplace(key, results);
+          endpoints = results;
+        }
+        stream.emplace(io);
+        stream->expires_at(deadline);
+        co_await stream->async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          cb.on_done(NetworkError("cannot connect to", r, ec));
+          co_return;
+        }
+        stream->socket().set_option(tcp::no_delay(true), ec);
+        ++stats.connections_opened;
+      }
+      stream->expires_at(deadline);
+      co_await bhttp::async_write(*stream, message, asio::redirect_error(asio::use_awaitable, ec));
+      beast::flat_buffer buffer;
+      bhttp::response_parser<bhttp::string_body> parser;
+      parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+      if (!ec) co_await bhttp::async_read_header(*stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (reused && attempt == 0 && IsStaleConnection(ec)) {
+          ++stats.retries;
+          continue;
+        }
+        cb.on_done(NetworkError("no response from", r, ec));
+        co_return;
+      }
+      HttpResponseHead head;
+      head.status = static_cast<int>(parser.get().result_int());
+      for (const auto& field : parser.get()) {
+        std::string name(field.name_string());
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        head.headers[name] = std::string(field.value());
+      }
+      if (cb.on_head) cb.on_head(head);
+      // Each read hands over what one socket read brought, so the caller sees
+      // every event at the time it arrived.
+      while (!parser.is_done()) {
+        co_await bhttp::async_read_some(*stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+        std::string& body = parser.get().body();
+        if (!body.empty()) {
+          if (cb.on_data) cb.on_data(body);
+          body.clear();
+        }
+        if (ec) {
+          if (ec == bhttp::error::end_of_stream || ec == asio::error::eof) {
+            cb.on_done(DataLossError("the response from " + key + " ended early"));
+          } else if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension) {
+            cb.on_done(DataLossError("malformed chunked body from " + key + ": " + ec.message()));
+          } else {
+            cb.on_done(NetworkError("reading from", r, ec));
+          }
+          co_return;
+        }
+      }
+      if (auto& pool = idle[key]; parser.get().keep_alive() && pool.size() < kMaxIdlePerHost) {
+        stream->expires_never();
+        pool.push_back(std::move(*stream));
+      }
+      cb.on_done(Status::Ok());
+      co_return;
+    }
+  }
+};
+
+HttpClient::HttpClient() : impl_(std::make_unique<Impl>()) {}
+HttpClient::~HttpClient() = default;
+
+void HttpClient::Send(HttpClientRequest request, HttpStreamCallbacks callbacks) {
+  asio::co_spawn(impl_->io, impl_->Exchange(std::move(request), std::move(callbacks)), asio::detached);
+}
+
+void HttpClient::RunAt(std::chrono::steady_clock::time_point t, std::function<void()> fn) {
+  auto timer = std::make_shared<asio::steady_timer>(impl_->io, t);
+  timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+    if (!ec) fn();
+  });
+}
+
+void HttpClient::Post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }
+
+void HttpClient::Run() {
+  impl_->io.restart();
+  impl_->io.run();
+}
+
+void HttpClient::Stop() { impl_->io.stop(); }
+
+HttpClientStats HttpClient::stats() const { return impl_->stats; }
+
+}  // namespace tachyon

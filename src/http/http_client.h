@@ -1,0 +1,91 @@
+// HttpClient: asynchronous HTTP/1.1 client on one event loop (Boost.Beast/Asio
+// inside src/http/; this header has none of it).
+//
+// Everything runs on the thread that calls Run(): requests, their callbacks and
+// timers. One loop drives thousands of concurrent streams: each request is a
+// coroutine, and the body reaches the caller piece by piece as it arrives (the
+// chunked transfer coding already removed), so a caller can timestamp every
+// server-sent event. Idle keep-alive connections are kept per host and reused;
+// a request that finds its reused connection closed by the server before any
+// byte came back is retried once on a new connection.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tachyon {
+
+// "http://host:port/base" split into its parts. Only http: TLS is not built yet.
+struct HttpUrl {
+  std::string host;
+  int port = 80;
+  std::string path;  // "" or "/v1" (no trailing '/')
+};
+StatusOr<HttpUrl> ParseHttpUrl(const std::string& url);
+
+struct HttpClientRequest {
+  std::string method = "POST";
+  std::string host;
+  int port = 80;
+  std::string target;  // "/v1/completions"
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  double timeout_seconds = 600;  // the whole exchange, connect to last byte
+};
+
+struct HttpResponseHead {
+  int status = 0;
+  std::unordered_map<std::string, std::string> headers;  // lower-case names
+};
+
+// Called on the loop thread, in this order: on_head once, on_data for each piece of
+// body as it arrives, on_done once (also alone, when the exchange fails before a head).
+// on_done's Status: kUnavailable for connect / read / write failures, kOutOfRange
+// for the timeout, kDataLoss for a malformed response.
+struct HttpStreamCallbacks {
+  std::function<void(const HttpResponseHead&)> on_head;
+  std::function<void(std::string_view data)> on_data;
+  std::function<void(const Status&)> on_done;
+};
+
+struct HttpClientStats {
+  int64_t connections_opened = 0;
+  int64_t connections_reused = 0;
+  int64_t retries = 0;
+};
+
+class HttpClient {
+ public:
+  HttpClient();
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Starts an exchange; callable from the loop thread or, before Run(), any thread.
+  void Send(HttpClientRequest request, HttpStreamCallbacks callbacks);
+  // Runs fn on the loop thread at time t (now or past: soon).
+  void RunAt(std::chrono::steady_clock::time_point t, std::function<void()> fn);
+  // Runs fn on the loop thread; safe from any thread.
+  void Post(std::function<void()> fn);
+  // Runs the loop on this thread until Stop() or until no work is left.
+  void Run();
+  // Makes Run() return; safe from any thread. Open exchanges are abandoned.
+  void Stop();
+
+  HttpClientStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tachyon

@@ -1,0 +1,189 @@
+// HttpClient against the real HttpServer over loopback.
+#include "http/http_client.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "http/http_server.h"
+
+namespace tachyon {
+namespace {
+
+struct Exchange {
+  int status = 0;
+  std::vector<std::string> pieces;
+  std::string body;
+  Status done = InternalError("not done");
+  int done_calls = 0;
+};
+
+HttpStreamCallbacks Collect(Exchange* e) {
+  return {.on_head = [e](const HttpResponseHead& h) { e->status = h.status; },
+          .on_data =
+              [e](std::string_view d) {
+                e->pieces.emplace_back(d);
+                e->body.append(d);
+              },
+          .on_done =
+              [e](const Status& s) {
+                e->done = s;
+                ++e->done_calls;
+              }};
+}
+
+class HttpClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = HttpServer::Start({.port = 0}, [this](const HttpRequest& r, std::shared_ptr<ResponseWriter> w) {
+      if (r.target == "/echo") {
+        w->Respond(201, "text/plain", r.method + " " + r.body + " " + (r.headers.count("x-test") ? r.headers.at("x-test") : ""));
+      } else if (r.target == "/stream") {
+        w->StartStream(200, "text/event-stream");
+        threads_.emplace_back([w] {
+          for (int i = 0; i < 4; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            w->Write("data: " + std::to_string(i) + "\n\n");
+          }
+          w->End();
+        });
+      } else if (r.target == "/slow") {
+        threads_.emplace_back([w] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(800));
+          w->Respond(200, "text/plain", "late");
+        });
+      } else {
+        w->Respond(404, "text/plain", "no");
+      }
+    });
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+  void TearDown() override {
+    server_->Stop(1.0);
+    for (auto& t : threads_) t.join();
+  }
+
+  HttpClientRequest Req(const std::string& target) {
+    return {.method = "POST", .host = "127.0.0.1", .port = server_->port(), .target = target};
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(HttpClientTest, WholeResponseWithHeadersAndBody) {
+  HttpClient client;
+  Exchange e;
+  HttpClientRequest r = Req("/echo");
+  r.headers = {{"X-Test", "yes"}};
+  r.body = "{\"a\":1}";
+  client.Send(r, Collect(&e));
+  client.Run();
+  ASSERT_TRUE(e.done.ok()) << e.done.ToString();
+  EXPECT_EQ(e.done_calls, 1);
+  EXPECT_EQ(e.status, 201);
+  EXPECT_EQ(e.body, "POST {\"a\":1} yes");
+}
+
+TEST_F(HttpClientTest, StreamArrivesPieceByPieceAsWritten) {
+  HttpClient client;
+  Exchange e;
+  client.Send(Req("/stream"), Collect(&e));
+  client.Run();
+  ASSERT_TRUE(e.done.ok()) << e.done.ToString();
+  EXPECT_EQ(e.body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
+  // Written 30 ms apart, so each event is its own read.
+  EXPECT_EQ(e.pieces.size(), 4u);
+}
+
+TEST_F(HttpClientTest, KeepAliveConnectionIsReused) {
+  HttpClient client;
+  std::vector<Exchange> e(5);
+  // One after another, each sent from the previous one's completion.
+  std::function<void(size_t)> send = [&](size_t i) {
+    HttpStreamCallbacks cb = Collect(&e[i]);
+    auto done = cb.on_done;
+    cb.on_done = [&, i, done](const Status& s) {
+      done(s);
+      if (i + 1 < e.size()) send(i + 1);
+    };
+    client.Send(Req("/echo"), cb);
+  };
+  send(0);
+  client.Run();
+  for (const Exchange& x : e) EXPECT_TRUE(x.done.ok()) << x.done.ToString();
+  EXPECT_EQ(client.stats().connections_opened, 1);
+  EXPECT_EQ(client.stats().connections_reused, 4);
+}
+
+TEST_F(HttpClientTest, ManyConcurrentStreamsOnOneLoop) {
+  HttpClient client;
+  std::vector<Exchange> e(200);
+  for (Exchange& x : e) client.Send(Req("/stream"), Collect(&x));
+  client.Run();
+  for (const Exchange& x : e) {
+    ASSERT_TRUE(x.done.ok()) << x.done.ToString();
+    EXPECT_EQ(x.body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
+  }
+  EXPECT_EQ(client.stats().connections_opened, 200);
+}
+
+TEST_F(HttpClientTest, TimeoutIsReportedAsOutOfRange) {
+  HttpClient client;
+  Exchange e;
+  HttpClientRequest r = Req("/slow");
+  r.timeout_seconds = 0.2;
+  client.Send(r, Collect(&e));
+  client.Run();
+  EXPECT_EQ(e.done.code(), StatusCode::kOutOfRange) << e.done.ToString();
+  EXPECT_NE(e.done.message().find("within 0.2"), std::string::npos) << e.done.message();
+  EXPECT_EQ(e.done_calls, 1);
+}
+
+TEST(HttpClientErrorTest, RefusedConnectionIsUnavailable) {
+  // A port that was free a moment ago: bound, then closed.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  HttpClient client;
+  Exchange e;
+  client.Send({.host = "127.0.0.1", .port = port, .target = "/"}, Collect(&e));
+  client.Run();
+  EXPECT_EQ(e.done.code(), StatusCode::kUnavailable);
+  EXPECT_NE(e.done.message().find("cannot connect to 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << e.done.message();
+  EXPECT_EQ(e.status, 0);
+}
+
+TEST(HttpUrlTest, Parses) {
+  auto u = ParseHttpUrl("http://127.0.0.1:8000/v1/");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 8000);
+  EXPECT_EQ(u->path, "/v1");
+  u = ParseHttpUrl("http://localhost");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->port, 80);
+  EXPECT_EQ(u->path, "");
+  u = ParseHttpUrl("http://[::1]:9000");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->port, 9000);
+  EXPECT_EQ(ParseHttpUrl("https://api.example.com").status().code(), StatusCode::kUnimplemented);
+  EXPECT_FALSE(ParseHttpUrl("127.0.0.1:8000").ok());
+  EXPECT_FALSE(ParseHttpUrl("http://host:99999").ok());
+  EXPECT_FALSE(ParseHttpUrl("http://:80").ok());
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -5,25 +5,41 @@
 
 namespace tachyon {
 
-double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double rank = p * static_cast<double>(values.size() - 1);
+
+namespace {
+
+double SortedPercentile(const std::vector<double>& sorted, double p) {
+  const double rank = p * static_cast<double>(sorted.size() - 1);
   const size_t lo = static_cast<size_t>(rank);
-  const size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (values[hi] - values[lo]) * (rank - static_cast<double>(lo));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - static_cast<double>(lo));
 }
 
-Distribution Distribute(const std::vector<double>& values) {
+// Sorts once for all percentiles (the bootstrap of `bench compare` calls this a lot).
+Distribution DistributeInPlace(std::vector<double>& values) {
   Distribution d;
   d.count = static_cast<int64_t>(values.size());
   if (values.empty()) return d;
   d.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-  d.p50 = Percentile(values, 0.50);
-  d.p90 = Percentile(values, 0.90);
-  d.p95 = Percentile(values, 0.95);
-  d.p99 = Percentile(values, 0.99);
+  std::sort(values.begin(), values.end());
+  d.p50 = SortedPercentile(values, 0.50);
+  d.p90 = SortedPercentile(values, 0.90);
+  d.p95 = SortedPercentile(values, 0.95);
+  d.p99 = SortedPercentile(values, 0.99);
   return d;
+}
+
+}  // namespace
+
+Distribution Distribute(const std::vector<double>& values) {
+  std::vector<double> copy = values;
+  return DistributeInPlace(copy);
+}
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return SortedPercentile(values, p);
 }
 
 std::optional<double> Ttft(const RequestRecord& r) {
@@ -38,13 +54,21 @@ std::optional<double> Tpot(const RequestRecord& r) {
 }
 
 BenchSummary Summarize(const std::vector<RequestRecord>& records, double duration_seconds, const Slo& slo) {
+  std::vector<const RequestRecord*> pointers;
+  pointers.reserve(records.size());
+  for (const RequestRecord& r : records) pointers.push_back(&r);
+  return Summarize(pointers, duration_seconds, slo);
+}
+
+BenchSummary Summarize(const std::vector<const RequestRecord*>& records, double duration_seconds, const Slo& slo) {
   BenchSummary s;
   s.num_requests = static_cast<int64_t>(records.size());
   s.duration_seconds = duration_seconds;
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t good = 0;
   const bool has_slo = slo.ttft_seconds || slo.tpot_seconds || slo.e2e_seconds;
-  for (const RequestRecord& r : records) {
+  for (const RequestRecord* record : records) {
+    const RequestRecord& r = *record;
     if (!r.ok) {
       s.errors_by_kind[r.error_kind.empty() ? "unknown" : r.error_kind]++;
       continue;
@@ -63,10 +87,10 @@ BenchSummary Summarize(const std::vector<RequestRecord>& records, double duratio
                        (!slo.e2e_seconds || r.e2e_seconds <= *slo.e2e_seconds);
     if (has_slo && meets) ++good;
   }
-  s.ttft = Distribute(ttft);
-  s.tpot = Distribute(tpot);
-  s.itl = Distribute(itl);
-  s.e2e = Distribute(e2e);
+  s.ttft = DistributeInPlace(ttft);
+  s.tpot = DistributeInPlace(tpot);
+  s.itl = DistributeInPlace(itl);
+  s.e2e = DistributeInPlace(e2e);
   if (duration_seconds > 0) {
     s.request_throughput = static_cast<double>(s.num_ok) / duration_seconds;
     s.output_token_throughput = static_cast<double>(s.total_output_tokens) / duration_seconds;

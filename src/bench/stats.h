@@ -18,9 +18,13 @@
 namespace tachyon {
 
 struct RequestRecord {
+  int64_t session = 0;                  // index of the workload's session, and turn in it
+  int turn = 0;
   double start_seconds = 0;             // send time, from the start of the run
   bool ok = false;
   std::string error_kind;               // "http_429", "timeout", "connect", ... when !ok
+  std::string error_message;            // what the server or the network said
+  int64_t max_tokens = 0;               // what was asked for
   std::vector<double> chunk_seconds;    // arrival of each content chunk, from the request's send
   double e2e_seconds = 0;               // send -> last byte
   int64_t prompt_tokens = 0;
@@ -59,5 +63,7 @@ std::optional<double> Ttft(const RequestRecord& r);
 std::optional<double> Tpot(const RequestRecord& r);
 
 BenchSummary Summarize(const std::vector<RequestRecord>& records, double duration_seconds, const Slo& slo);
+// The same over a selection of records (a bootstrap resample holds some twice).
+BenchSummary Summarize(const std::vector<const RequestRecord*>& records, double duration_seconds, const Slo& slo);
 
 }  // namespace tachyon

@@ -1,6 +1,7 @@
 // tachyon: one binary, one subcommand per job (see README.md).
 #include <CLI/CLI.hpp>
 
+#include "cli/bench_command.h"
 #include "cli/model_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -8,7 +9,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Tachyon: a latency-first LLM serving system: a GGUF engine and an OpenAI-compatible server.",
+      "Tachyon: a latency-first LLM serving system: a GGUF engine, an OpenAI-compatible server and a load "
+      "generator to measure it (or any other server).",
       "tachyon"};
   app.set_version_flag("--version", "tachyon " TACHYON_VERSION);
   app.require_subcommand(1);
@@ -17,6 +19,9 @@ int main(int argc, char** argv) {
   tachyon::cli::AddTokenizeCommand(app, &exit_code);
   tachyon::cli::AddRunCommand(app, &exit_code);
   tachyon::cli::AddServeCommand(app, &exit_code);
+  std::string command_line = "tachyon";
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  tachyon::cli::AddBenchCommand(app, &exit_code, command_line);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

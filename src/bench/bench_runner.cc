@@ -1,0 +1,347 @@
+#include "bench/bench_runner.h"
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bench/arrivals.h"
+#include "http/sse_parser.h"
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Bytes of an error body kept for the message.
+constexpr size_t kMaxErrorBody = 4096;
+
+std::string ErrorKind(const Status& s, bool got_head) {
+  switch (s.code()) {
+    case StatusCode::kOutOfRange: return "timeout";
+    case StatusCode::kDataLoss: return "truncated";
+    case StatusCode::kUnavailable: return got_head ? "read" : "connect";
+    default: return "client";
+  }
+}
+
+// The message of an OpenAI-style error body, or the body itself.
+std::string ErrorMessage(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error")) {
+    const nlohmann::json& e = j["error"];
+    if (e.is_object() && e.contains("message") && e["message"].is_string()) return e["message"].get<std::string>();
+    if (e.is_string()) return e.get<std::string>();
+  }
+  return body.substr(0, 300);
+}
+
+// The state of one request while it streams. Lives in a shared_ptr held by the callbacks.
+struct InFlight {
+  RequestRecord record;
+  Clock::time_point sent;
+  Clock::time_point now;  // time of the read being parsed
+  int status = 0;
+  bool chat = false;
+  bool saw_done = false;
+  bool has_usage = false;
+  int64_t usage_prompt = 0, usage_completion = 0;
+  int64_t content_chunks = 0;
+  std::string reply;       // the streamed text, for the conversation history
+  std::string error_body;  // non-200 bodies
+  std::unique_ptr<SseParser> parser;
+
+  void OnEvent(std::string_view data) {
+    if (data == "[DONE]") {
+      saw_done = true;
+      return;
+    }
+    nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
+    if (!j.is_object()) return;
+    if (j.contains("error")) {
+      if (record.error_kind.empty()) {
+        record.error_kind = "stream_error";
+        record.error_message = ErrorMessage(std::string(data));
+      }
+      return;
+    }
+    auto usage = j.find("usage");
+    if (usage != j.end() && usage->is_object()) {
+      has_usage = true;
+      usage_prompt = usage->value("prompt_tokens", int64_t{0});
+      usage_completion = usage->value("completion_tokens", int64_t{0});
+    }
+    auto choices = j.find("choices");
+    if (choices == j.end() || !choices->is_array() || choices->empty()) return;
+    const nlohmann::json& c = (*choices)[0];
+    const nlohmann::json* text = nullptr;
+    if (chat) {
+      auto delta = c.find("delta");
+      if (delta != c.end() && delta->is_object()) {
+        for (const char* key : {"content", "reasoning_content"}) {
+          auto it = delta->find(key);
+          if (it != delta->end() && it->is_string() && !it->get_ref<const std::string&>().empty()) {
+            text = &*it;
+            break;
+          }
+        }
+      }
+    } else {
+      auto it = c.find("text");
+      if (it != c.end() && it->is_string()) text = &*it;
+    }
+    if (text == nullptr || text->get_ref<const std::string&>().empty()) return;
+    record.chunk_seconds.push_back(Since(sent, now));
+    reply += text->get_ref<const std::string&>();
+    ++content_chunks;
+  }
+
+  void Finish(const Status& s, Clock::time_point end, int64_t expected_prompt) {
+    record.e2e_seconds = Since(sent, end);
+    if (!s.ok()) {
+      record.error_kind = ErrorKind(s, status != 0);
+      record.error_message = s.message();
+    } else if (status != 200) {
+      record.error_kind = "http_" + std::to_string(status);
+      record.error_message = ErrorMessage(error_body);
+    } else if (record.error_kind.empty() && content_chunks == 0) {
+      // As vllm bench serve: without a content chunk there is no TTFT.
+      record.error_kind = "no_content";
+      record.error_message = "the stream ended without a content chunk";
+    }
+    record.ok = record.error_kind.empty();
+    record.tokens_from_usage = has_usage;
+    record.output_tokens = has_usage ? usage_completion : content_chunks;
+    record.prompt_tokens = has_usage ? usage_prompt : expected_prompt;
+  }
+};
+
+struct Session {
+  size_t idx = 0;
+  int next_turn = 0;
+  std::vector<std::pair<std::string, std::string>> history;
+};
+
+class Runner {
+ public:
+  Runner(const Workload& workload, const BenchRunOptions& options) : workload_(workload), options_(options) {}
+
+  BenchRun Run() {
+    start_ = Clock::now();
+    const auto& plans = workload_.sessions();
+    planned_ = workload_.num_requests();
+    std::vector<double> arrivals;
+    const bool trace_times = workload_.has_arrival_times() && options_.use_trace_times &&
+                             std::isinf(options_.request_rate);
+    if (!trace_times) {
+      arrivals = ArrivalTimes(static_cast<int64_t>(plans.size()), options_.request_rate, options_.burstiness,
+                              options_.seed);
+    }
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const double at = trace_times ? plans[i].arrival_seconds : arrivals[i];
+      if (at <= 0) {
+        ready_.push_back({i, 0, {}});
+      } else {
+        client_.RunAt(start_ + std::chrono::microseconds(static_cast<int64_t>(at * 1e6)), [this, i] {
+          ready_.push_back({i, 0, {}});
+          Dispatch();
+        });
+      }
+      ++sessions_waiting_;
+    }
+    client_.Post([this] { Dispatch(); });
+    if (options_.duration_seconds > 0) {
+      client_.RunAt(start_ + std::chrono::microseconds(static_cast<int64_t>(options_.duration_seconds * 1e6)),
+                    [this] { Dispatch(); });
+    }
+    if (options_.on_progress) ScheduleProgress();
+    client_.Run();
+    run_.duration_seconds = first_send_set_ ? Since(first_send_, last_end_) : 0;
+    run_.client = client_.stats();
+    if (options_.on_progress) options_.on_progress(Progress());
+    return std::move(run_);
+  }
+
+ private:
+  bool Expired() const {
+    return options_.duration_seconds > 0 && Since(start_, Clock::now()) >= options_.duration_seconds;
+  }
+
+  void Dispatch() {
+    if (Expired() && sessions_waiting_ > 0) {
+      run_.stopped_by_duration = true;
+      ready_.clear();
+    }
+    while (!ready_.empty() && (options_.concurrency <= 0 || in_flight_ < options_.concurrency)) {
+      Session s = std::move(ready_.front());
+      ready_.pop_front();
+      Send(std::move(s));
+    }
+    if (in_flight_ == 0 && (sessions_waiting_ == 0 || run_.stopped_by_duration)) {
+      finished_ = true;
+      client_.Stop();
+    }
+  }
+
+  void Send(Session session) {
+    const BenchTurn turn = workload_.Turn(session.idx, session.next_turn);
+    auto f = std::make_shared<InFlight>();
+    f->chat = options_.target.endpoint == "chat";
+    f->record.session = static_cast<int64_t>(session.idx);
+    f->record.turn = session.next_turn;
+    f->record.max_tokens = turn.max_tokens;
+    f->parser = std::make_unique<SseParser>([raw = f.get()](std::string_view d) { raw->OnEvent(d); });
+    HttpClientRequest request{.method = "POST",
+                              .host = options_.target.url.host,
+                              .port = options_.target.url.port,
+                              .target = EndpointPath(options_.target),
+                              .headers = options_.target.headers,
+                              .body = RequestBody(options_.target, turn, session.history),
+                              .timeout_seconds = options_.target.timeout_seconds};
+    if (!options_.target.api_key.empty()) {
+      request.headers.emplace_back("Authorization", "Bearer " + options_.target.api_key);
+    }
+    request.headers.emplace_back("Accept", "text/event-stream");
+    auto shared_session = std::make_shared<Session>(std::move(session));
+    const int64_t expected_prompt = turn.input_tokens;
+    const std::string user_text = turn.text;
+    ++in_flight_;
+    f->sent = Clock::now();
+    if (!first_send_set_) {
+      first_send_ = f->sent;
+      first_send_set_ = true;
+    }
+    f->record.start_seconds = Since(start_, f->sent);
+    client_.Send(std::move(request),
+                 {.on_head = [f](const HttpResponseHead& head) { f->status = head.status; },
+                  .on_data =
+                      [f](std::string_view data) {
+                        f->now = Clock::now();
+                        if (f->status == 200) {
+                          f->parser->Feed(data);
+                        } else if (f->error_body.size() < kMaxErrorBody) {
+                          f->error_body.append(data.substr(0, kMaxErrorBody - f->error_body.size()));
+                        }
+                      },
+                  .on_done = [this, f, shared_session, expected_prompt, user_text](const Status& s) {
+                    const Clock::time_point end = Clock::now();
+                    f->Finish(s, end, expected_prompt);
+                    last_end_ = end;
+                    OnTurnDone(*f, *shared_session, user_text);
+                  }});
+  }
+
+  void OnTurnDone(InFlight& f, Session& session, const std::string& user_text) {
+    --in_flight_;
+    const int num_turns = workload_.sessions()[session.idx].num_turns;
+    const bool ok = f.record.ok;
+    ++num_done_;
+    if (!ok) ++num_failed_;
+    run_.records.push_back(std::move(f.record));
+    ++session.next_turn;
+    if (ok && session.next_turn < num_turns) {
+      session.history.emplace_back(user_text, std::move(f.reply));
+      // The session keeps its place: its next turn goes before sessions not yet started.
+      ready_.push_front(std::move(session));
+    } else {
+      // Turns after a failed one are never sent; they are recorded as failed, not dropped.
+      for (int t = session.next_turn; !ok && t < num_turns; ++t) {
+        RequestRecord skipped;
+        skipped.session = static_cast<int64_t>(session.idx);
+        skipped.turn = t;
+        skipped.start_seconds = Since(start_, Clock::now());
+        skipped.error_kind = "skipped_after_error";
+        skipped.error_message = "an earlier turn of this conversation failed";
+        run_.records.push_back(std::move(skipped));
+        ++num_done_;
+        ++num_failed_;
+      }
+      --sessions_waiting_;
+    }
+    Dispatch();
+  }
+
+  BenchProgress Progress() const {
+    return {num_done_, num_failed_, in_flight_, planned_, Since(start_, Clock::now())};
+  }
+
+  void ScheduleProgress() {
+    client_.RunAt(Clock::now() + std::chrono::microseconds(static_cast<int64_t>(
+                                     options_.progress_interval_seconds * 1e6)),
+                  [this] {
+                    if (finished_) return;
+                    options_.on_progress(Progress());
+                    ScheduleProgress();
+                  });
+  }
+
+  const Workload& workload_;
+  const BenchRunOptions& options_;
+  HttpClient client_;
+  std::deque<Session> ready_;
+  BenchRun run_;
+  Clock::time_point start_, first_send_, last_end_;
+  bool first_send_set_ = false;
+  bool finished_ = false;
+  int64_t in_flight_ = 0, sessions_waiting_ = 0, num_done_ = 0, num_failed_ = 0, planned_ = 0;
+};
+
+}  // namespace
+
+std::string EndpointPath(const BenchTarget& target) {
+  std::string base = target.url.path;
+  if (base.size() < 3 || base.compare(base.size() - 3, 3, "/v1") != 0) base += "/v1";
+  return base + (target.endpoint == "chat" ? "/chat/completions" : "/completions");
+}
+
+std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
+                        const std::vector<std::pair<std::string, std::string>>& history) {
+  nlohmann::json body = nlohmann::json::object();
+  if (!target.extra_body_json.empty()) {
+    nlohmann::json extra = nlohmann::json::parse(target.extra_body_json, nullptr, false);
+    if (extra.is_object()) body = std::move(extra);
+  }
+  if (!target.model.empty()) body["model"] = target.model;
+  if (target.endpoint == "chat") {
+    nlohmann::json messages = nlohmann::json::array();
+    if (!turn.messages_json.empty()) {
+      messages = nlohmann::json::parse(turn.messages_json);
+    } else {
+      for (const auto& [user, assistant] : history) {
+        messages.push_back({{"role", "user"}, {"content", user}});
+        messages.push_back({{"role", "assistant"}, {"content", assistant}});
+      }
+      messages.push_back({{"role", "user"}, {"content", turn.text}});
+    }
+    body["messages"] = std::move(messages);
+    if (turn.max_tokens > 0) body["max_completion_tokens"] = turn.max_tokens;
+  } else {
+    if (!turn.ids.empty()) {
+      nlohmann::json ids = nlohmann::json::array();
+      for (TokenId id : turn.ids) ids.push_back(id.value());
+      body["prompt"] = std::move(ids);
+    } else if (!turn.conversation) {
+      body["prompt"] = turn.text;
+    } else {
+      // A conversation's turns share their history as a text prefix.
+      std::string prompt;
+      for (const auto& [user, assistant] : history) prompt += "User: " + user + "\nAssistant:" + assistant + "\n";
+      body["prompt"] = prompt + "User: " + turn.text + "\nAssistant:";
+    }
+    if (turn.max_tokens > 0) body["max_tokens"] = turn.max_tokens;
+  }
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  if (!body.contains("temperature")) body["temperature"] = target.temperature;
+  if (target.ignore_eos) body["ignore_eos"] = true;
+  return body.dump();
+}
+
+BenchRun RunBench(const Workload& workload, const BenchRunOptions& options) {
+  Runner runner(workload, options);
+  return runner.Run();
+}
+
+}  // namespace tachyon

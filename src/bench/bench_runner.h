@@ -1,0 +1,72 @@
+// BenchRunner: sends a Workload to an OpenAI-compatible server and records, for
+// every request, when each streamed content chunk arrived (steady clock).
+//
+// One HttpClient event loop on the calling thread drives every stream; nothing
+// else runs on it, so what the client adds is one socket read plus one JSON parse
+// per chunk (see benchmarks/bench_client_overhead.cc for the figure).
+//
+// Arrivals: sessions become ready at the trace's times, at Poisson / gamma times
+// for a request rate, or all at once; at most `concurrency` requests are in flight
+// (0: no cap), so concurrency alone is a closed loop. A conversation's next turn is
+// ready when its previous turn ends, and carries the history with the real reply.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/stats.h"
+#include "bench/workload.h"
+#include "http/http_client.h"
+
+namespace tachyon {
+
+struct BenchTarget {
+  HttpUrl url;                   // base: "http://127.0.0.1:8000" (+ "/v1" added) or ".../v1"
+  std::string endpoint = "completions";  // or "chat"
+  std::string model;
+  std::string api_key;
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool ignore_eos = false;
+  double temperature = 0;
+  std::string extra_body_json;   // a JSON object merged into every request body
+  double timeout_seconds = 600;  // per request, connect to last byte
+};
+
+struct BenchProgress {
+  int64_t num_done = 0, num_failed = 0, num_in_flight = 0, num_planned = 0;
+  double elapsed_seconds = 0;
+};
+
+struct BenchRunOptions {
+  BenchTarget target;
+  int concurrency = 0;  // 0: no cap
+  double request_rate = std::numeric_limits<double>::infinity();
+  double burstiness = 1;
+  bool use_trace_times = true;  // when the workload has them and no rate is set
+  double duration_seconds = 0;  // > 0: no new request after this long
+  uint64_t seed = 0;
+  std::function<void(const BenchProgress&)> on_progress;  // every progress_interval and at the end
+  double progress_interval_seconds = 0.25;
+};
+
+struct BenchRun {
+  std::vector<RequestRecord> records;  // in the order they were sent
+  double duration_seconds = 0;          // first send -> last response
+  bool stopped_by_duration = false;
+  HttpClientStats client;
+};
+
+// The endpoint's path under the URL: "/v1/completions" or "/v1/chat/completions".
+std::string EndpointPath(const BenchTarget& target);
+// The JSON body of one request; history holds (user, assistant) pairs of earlier turns.
+std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
+                        const std::vector<std::pair<std::string, std::string>>& history);
+
+BenchRun RunBench(const Workload& workload, const BenchRunOptions& options);
+
+}  // namespace tachyon

@@ -1,0 +1,138 @@
+#include "bench/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+
+namespace tachyon {
+namespace {
+
+struct MetricDef {
+  std::string name, unit;
+  bool lower_is_better;
+  std::function<double(const BenchSummary&)> get;
+};
+
+std::vector<MetricDef> Metrics(bool with_goodput) {
+  std::vector<MetricDef> defs;
+  auto add_dist = [&](const std::string& name, Distribution BenchSummary::*field) {
+    defs.push_back({name + " mean", "ms", true, [field](const BenchSummary& s) { return (s.*field).mean * 1e3; }});
+    defs.push_back({name + " p50", "ms", true, [field](const BenchSummary& s) { return (s.*field).p50 * 1e3; }});
+    defs.push_back({name + " p90", "ms", true, [field](const BenchSummary& s) { return (s.*field).p90 * 1e3; }});
+    defs.push_back({name + " p95", "ms", true, [field](const BenchSummary& s) { return (s.*field).p95 * 1e3; }});
+    defs.push_back({name + " p99", "ms", true, [field](const BenchSummary& s) { return (s.*field).p99 * 1e3; }});
+  };
+  add_dist("TTFT", &BenchSummary::ttft);
+  add_dist("TPOT", &BenchSummary::tpot);
+  add_dist("ITL", &BenchSummary::itl);
+  add_dist("E2E", &BenchSummary::e2e);
+  defs.push_back({"request throughput", "req/s", false, [](const BenchSummary& s) { return s.request_throughput; }});
+  defs.push_back(
+      {"output throughput", "tok/s", false, [](const BenchSummary& s) { return s.output_token_throughput; }});
+  if (with_goodput) defs.push_back({"goodput", "req/s", false, [](const BenchSummary& s) { return s.goodput; }});
+  defs.push_back({"failed requests", "%", true, [](const BenchSummary& s) {
+                    return s.num_requests ? 100.0 * static_cast<double>(s.num_requests - s.num_ok) /
+                                                static_cast<double>(s.num_requests)
+                                          : 0.0;
+                  }});
+  return defs;
+}
+
+std::vector<BenchSummary> Resamples(const RunFile& run, int n, const Slo& slo, std::mt19937_64& rng) {
+  std::vector<BenchSummary> out;
+  if (run.records.empty()) return out;
+  std::uniform_int_distribution<size_t> pick(0, run.records.size() - 1);
+  std::vector<const RequestRecord*> sample(run.records.size());
+  for (int i = 0; i < n; ++i) {
+    for (auto& p : sample) p = &run.records[pick(rng)];
+    out.push_back(Summarize(sample, run.info.duration_seconds, slo));
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  char buf[32];
+  if (std::fabs(v) >= 100) {
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  } else if (std::fabs(v) >= 10) {
+    std::snprintf(buf, sizeof(buf), "%.1f", v);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f", v);
+  }
+  return buf;
+}
+
+}  // namespace
+
+Comparison CompareRuns(const RunFile& a, const RunFile& b, int num_resamples, uint64_t seed) {
+  // Both sides are judged against A's SLOs, so goodput means the same thing.
+  const Slo slo = a.info.slo;
+  const bool with_goodput = slo.ttft_seconds || slo.tpot_seconds || slo.e2e_seconds;
+  const BenchSummary sa = Summarize(a.records, a.info.duration_seconds, slo);
+  const BenchSummary sb = Summarize(b.records, b.info.duration_seconds, slo);
+  std::mt19937_64 rng(seed);
+  const std::vector<BenchSummary> ra = Resamples(a, num_resamples, slo, rng);
+  const std::vector<BenchSummary> rb = Resamples(b, num_resamples, slo, rng);
+  Comparison c;
+  c.num_resamples = num_resamples;
+  for (const MetricDef& def : Metrics(with_goodput)) {
+    MetricComparison m{def.name, def.unit, def.lower_is_better, def.get(sa), def.get(sb)};
+    m.ratio = m.a != 0 ? m.b / m.a : 0;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < ra.size() && i < rb.size(); ++i) {
+      const double x = def.get(ra[i]), y = def.get(rb[i]);
+      if (x > 0) ratios.push_back(y / x);
+    }
+    // An interval only when almost every resample has a defined ratio.
+    if (!ratios.empty() && ratios.size() * 10 >= ra.size() * 9) {
+      m.has_ci = true;
+      m.ci_low = Percentile(ratios, 0.025);
+      m.ci_high = Percentile(ratios, 0.975);
+      m.significant = m.ci_low > 1 || m.ci_high < 1;
+    }
+    c.metrics.push_back(m);
+  }
+  return c;
+}
+
+std::string RenderComparison(const Comparison& c, const std::string& label_a, const std::string& label_b) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "A: %s\nB: %s\n\n", label_a.c_str(), label_b.c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "%-22s %10s %10s %7s %8s  %-15s %s\n", "metric", "A", "B", "B/A", "change",
+                "95% CI of B/A", "verdict");
+  out += line;
+  for (const MetricComparison& m : c.metrics) {
+    std::string ci = "-", verdict = "no interval";
+    std::string change = "-";
+    if (m.a != 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%+.0f%%", (m.ratio - 1) * 100);
+      change = buf;
+    }
+    if (m.has_ci) {
+      ci = "[" + Number(m.ci_low) + ", " + Number(m.ci_high) + "]";
+      if (!m.significant) {
+        verdict = "within noise";
+      } else {
+        const bool better = m.lower_is_better ? m.ratio < 1 : m.ratio > 1;
+        verdict = better ? "B better" : "B worse";
+      }
+    }
+    const std::string name = m.name + " (" + m.unit + ")";
+    std::snprintf(line, sizeof(line), "%-22s %10s %10s %7s %8s  %-15s %s\n", name.c_str(), Number(m.a).c_str(),
+                  Number(m.b).c_str(), m.a != 0 ? Number(m.ratio).c_str() : "-", change.c_str(), ci.c_str(),
+                  verdict.c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof(line),
+                "\nverdict: the bootstrap 95%% interval of B/A (%d resamples of each run's requests) excludes 1.\n",
+                c.num_resamples);
+  out += line;
+  return out;
+}
+
+}  // namespace tachyon

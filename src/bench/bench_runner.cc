@@ -290,10 +290,14 @@ class Runner {
 
 }  // namespace
 
-std::string EndpointPath(const BenchTarget& target) {
+std::string ApiPath(const BenchTarget& target, const std::string& suffix) {
   std::string base = target.url.path;
   if (base.size() < 3 || base.compare(base.size() - 3, 3, "/v1") != 0) base += "/v1";
-  return base + (target.endpoint == "chat" ? "/chat/completions" : "/completions");
+  return base + suffix;
+}
+
+std::string EndpointPath(const BenchTarget& target) {
+  return ApiPath(target, target.endpoint == "chat" ? "/chat/completions" : "/completions");
 }
 
 std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,

@@ -61,6 +61,9 @@ struct BenchRun {
   HttpClientStats client;
 };
 
+// A path of the API under the URL: ApiPath(t, "/models") = "/v1/models" (the URL
+// may end in /v1 or not).
+std::string ApiPath(const BenchTarget& target, const std::string& suffix);
 // The endpoint's path under the URL: "/v1/completions" or "/v1/chat/completions".
 std::string EndpointPath(const BenchTarget& target);
 // The JSON body of one request; history holds (user, assistant) pairs of earlier turns.

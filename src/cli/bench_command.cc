@@ -63,6 +63,7 @@ struct CompareFlags {
   std::string a, b;
   int resamples = 1000;
   uint64_t seed = 0;
+  double min_effect_percent = 5;
 };
 
 int Fail(const std::string& message) {
@@ -120,12 +121,10 @@ StatusOr<std::string> DiscoverModel(const BenchTarget& target) {
   std::string body;
   int status = 0;
   Status done = Status::Ok();
-  std::string base = target.url.path;
-  if (base.size() < 3 || base.compare(base.size() - 3, 3, "/v1") != 0) base += "/v1";
   HttpClientRequest request{.method = "GET",
                             .host = target.url.host,
                             .port = target.url.port,
-                            .target = base + "/models",
+                            .target = ApiPath(target, "/models"),
                             .headers = target.headers,
                             .timeout_seconds = 30};
   if (!target.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + target.api_key);
@@ -133,7 +132,7 @@ StatusOr<std::string> DiscoverModel(const BenchTarget& target) {
                         .on_data = [&](std::string_view d) { body.append(d); },
                         .on_done = [&](const Status& s) { done = s; }});
   client.Run();
-  const std::string where = "GET " + base + "/models";
+  const std::string where = "GET " + ApiPath(target, "/models");
   if (!done.ok()) return UnavailableError(where + ": " + done.message() + " (is the server up? or pass --model)");
   if (status != 200) {
     return UnavailableError(where + " answered HTTP " + std::to_string(status) + ": " + body.substr(0, 200) +
@@ -333,7 +332,8 @@ int RunCompare(const CompareFlags& f) {
   StatusOr<RunFile> b = ReadRunFile(f.b);
   if (!b.ok()) return Fail(b.status().message());
   if (f.resamples < 100) return Fail("--resamples must be >= 100");
-  Comparison c = CompareRuns(*a, *b, f.resamples, f.seed);
+  if (f.min_effect_percent < 0) return Fail("--min-effect must be >= 0");
+  Comparison c = CompareRuns(*a, *b, f.resamples, f.seed, f.min_effect_percent / 100);
   auto label = [](const RunFile& r, const std::string& path) {
     return r.info.label + " (" + path + "): " + r.info.workload + ", " + r.info.arrivals;
   };
@@ -411,6 +411,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
   compare->add_option("B", compare_flags->b, "the run to judge against A")->required();
   compare->add_option("--resamples", compare_flags->resamples, "bootstrap resamples")->capture_default_str();
   compare->add_option("--seed", compare_flags->seed, "bootstrap seed")->capture_default_str();
+  compare->add_option("--min-effect", compare_flags->min_effect_percent,
+                      "percent; a smaller change is called negligible even when outside the noise")
+      ->capture_default_str();
   compare->callback([compare_flags, exit_code] { *exit_code = RunCompare(*compare_flags); });
   cmd->require_subcommand(0, 1);
   cmd->callback([compare, flags, exit_code] {

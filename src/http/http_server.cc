@@ -137,6 +137,10 @@ struct HttpServer::Impl {
         if (stopping.load() || ec == asio::error::operation_aborted) co_return;
         continue;
       }
+      // Each SSE chunk goes out when written: without this, Nagle's algorithm holds a
+      // small chunk back until the client acknowledges the last one (delayed ACK:
+      // up to 40 ms on Linux), and two tokens arrive as one.
+      socket.set_option(tcp::no_delay(true), ec);
       asio::co_spawn(io, Session(beast::tcp_stream(std::move(socket))), asio::detached);
     }
   }
@@ -257,6 +261,9 @@ void HttpServer::Stop(double grace_seconds) {
   }
   impl_->io.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  // The posted close may not have run before the loop stopped; the thread is gone now.
+  boost::system::error_code ec;
+  impl_->acceptor.close(ec);
 }
 
 HttpServer::~HttpServer() { Stop(0); }

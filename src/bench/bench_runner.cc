@@ -1,7 +1,10 @@
 #include "bench/bench_runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <deque>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -126,7 +129,8 @@ struct Session {
 
 class Runner {
  public:
-  Runner(const Workload& workload, const BenchRunOptions& options) : workload_(workload), options_(options) {}
+  Runner(const Workload& workload, const BenchRunOptions& options, HttpClient& client)
+      : workload_(workload), options_(options), client_(client) {}
 
   BenchRun Run() {
     start_ = Clock::now();
@@ -144,27 +148,58 @@ class Runner {
       if (at <= 0) {
         ready_.push_back({i, 0, {}});
       } else {
-        client_.RunAt(start_ + std::chrono::microseconds(static_cast<int64_t>(at * 1e6)), [this, i] {
+        client_.RunAt(start_ + std::chrono::microseconds(static_cast<int64_t>(at * 1e6)), [this, i, alive = alive_] {
+          if (!*alive) return;
           ready_.push_back({i, 0, {}});
           Dispatch();
         });
       }
       ++sessions_waiting_;
     }
-    client_.Post([this] { Dispatch(); });
+    client_.Post([this, alive = alive_] {
+      if (*alive) Dispatch();
+    });
+    if (options_.stop_on_interrupt) {
+      client_.OnSignalOnce(SIGINT, [this, alive = alive_] {
+        if (*alive) Interrupt();
+      });
+    }
     if (options_.duration_seconds > 0) {
       client_.RunAt(start_ + std::chrono::microseconds(static_cast<int64_t>(options_.duration_seconds * 1e6)),
-                    [this] { Dispatch(); });
+                    [this, alive = alive_] {
+                      if (*alive) Dispatch();
+                    });
     }
     if (options_.on_progress) ScheduleProgress();
     client_.Run();
-    run_.duration_seconds = first_send_set_ ? Since(first_send_, last_end_) : 0;
+    // Timers, signal waits and abandoned exchanges of this run may still sit in the
+    // client's loop; none of them may reach this Runner in the client's next run.
+    *alive_ = false;
+    client_.ClearSignals();
+    run_.duration_seconds = first_send_set_ ? std::max(0.0, Since(first_send_, last_end_)) : 0;
     run_.client = client_.stats();
     if (options_.on_progress) options_.on_progress(Progress());
     return std::move(run_);
   }
 
  private:
+  // Ctrl-C: what is in flight is recorded as interrupted, and the loop stops.
+  void Interrupt() {
+    run_.interrupted = true;
+    const Clock::time_point now = Clock::now();
+    last_end_ = now;
+    for (auto& [id, f] : in_flight_requests_) {
+      f->Finish(Status::Ok(), now, 0);
+      f->record.ok = false;
+      f->record.error_kind = "interrupted";
+      f->record.error_message = "still in flight at Ctrl-C";
+      run_.records.push_back(std::move(f->record));
+    }
+    in_flight_requests_.clear();
+    finished_ = true;
+    client_.Stop();
+  }
+
   bool Expired() const {
     return options_.duration_seconds > 0 && Since(start_, Clock::now()) >= options_.duration_seconds;
   }
@@ -208,6 +243,8 @@ class Runner {
     const int64_t expected_prompt = turn.input_tokens;
     const std::string user_text = turn.text;
     ++in_flight_;
+    const int64_t id = next_id_++;
+    in_flight_requests_[id] = f;
     f->sent = Clock::now();
     if (!first_send_set_) {
       first_send_ = f->sent;
@@ -225,7 +262,10 @@ class Runner {
                           f->error_body.append(data.substr(0, kMaxErrorBody - f->error_body.size()));
                         }
                       },
-                  .on_done = [this, f, shared_session, expected_prompt, user_text](const Status& s) {
+                  .on_done = [this, alive = alive_, f, id, shared_session, expected_prompt,
+                              user_text](const Status& s) {
+                    if (!*alive || finished_) return;
+                    in_flight_requests_.erase(id);
                     const Clock::time_point end = Clock::now();
                     f->Finish(s, end, expected_prompt);
                     last_end_ = end;
@@ -270,8 +310,8 @@ class Runner {
   void ScheduleProgress() {
     client_.RunAt(Clock::now() + std::chrono::microseconds(static_cast<int64_t>(
                                      options_.progress_interval_seconds * 1e6)),
-                  [this] {
-                    if (finished_) return;
+                  [this, alive = alive_] {
+                    if (!*alive || finished_) return;
                     options_.on_progress(Progress());
                     ScheduleProgress();
                   });
@@ -279,12 +319,15 @@ class Runner {
 
   const Workload& workload_;
   const BenchRunOptions& options_;
-  HttpClient client_;
+  HttpClient& client_;
   std::deque<Session> ready_;
+  std::map<int64_t, std::shared_ptr<InFlight>> in_flight_requests_;
+  int64_t next_id_ = 0;
   BenchRun run_;
   Clock::time_point start_, first_send_, last_end_;
   bool first_send_set_ = false;
   bool finished_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once Run() returned
   int64_t in_flight_ = 0, sessions_waiting_ = 0, num_done_ = 0, num_failed_ = 0, planned_ = 0;
 };
 
@@ -343,9 +386,14 @@ std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
   return body.dump();
 }
 
-BenchRun RunBench(const Workload& workload, const BenchRunOptions& options) {
-  Runner runner(workload, options);
+BenchRun RunBench(const Workload& workload, const BenchRunOptions& options, HttpClient& client) {
+  Runner runner(workload, options, client);
   return runner.Run();
+}
+
+BenchRun RunBench(const Workload& workload, const BenchRunOptions& options) {
+  HttpClient client;
+  return RunBench(workload, options, client);
 }
 
 }  // namespace tachyon

@@ -52,13 +52,17 @@ struct BenchRunOptions {
   uint64_t seed = 0;
   std::function<void(const BenchProgress&)> on_progress;  // every progress_interval and at the end
   double progress_interval_seconds = 0.25;
+  // Ctrl-C ends the run early: no new request, the ones in flight are recorded as
+  // failed with kind "interrupted", and the results so far are kept.
+  bool stop_on_interrupt = false;
 };
 
 struct BenchRun {
   std::vector<RequestRecord> records;  // in the order they were sent
   double duration_seconds = 0;          // first send -> last response
   bool stopped_by_duration = false;
-  HttpClientStats client;
+  bool interrupted = false;
+  HttpClientStats client;  // the client's totals so far (a shared client counts every run)
 };
 
 // A path of the API under the URL: ApiPath(t, "/models") = "/v1/models" (the URL
@@ -71,5 +75,8 @@ std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
                         const std::vector<std::pair<std::string, std::string>>& history);
 
 BenchRun RunBench(const Workload& workload, const BenchRunOptions& options);
+// The same on a given client, whose idle connections the next run reuses (warm-up
+// then measurement: the measured requests do not pay for connecting).
+BenchRun RunBench(const Workload& workload, const BenchRunOptions& options, HttpClient& client);
 
 }  // namespace tachyon

@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include "bench/arrivals.h"
 #include "http/http_server.h"
 
@@ -211,6 +214,43 @@ TEST_F(BenchRunnerTest, RequestRateSpreadsArrivals) {
   for (const RequestRecord& r : run.records) starts.push_back(r.start_seconds);
   std::sort(starts.begin(), starts.end());
   for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(starts[i], expected[i], 0.02) << i;
+}
+
+TEST_F(BenchRunnerTest, ASharedClientKeepsItsConnectionsForTheNextRun) {
+  auto w = MakeWorkload("random", 4, "2");
+  BenchRunOptions o = Options("");
+  o.concurrency = 2;
+  HttpClient client;
+  BenchRun warm = RunBench(*w, o, client);
+  EXPECT_EQ(warm.client.connections_opened, 2);
+  BenchRun measured = RunBench(*w, o, client);
+  EXPECT_EQ(measured.client.connections_opened, 2) << "no new connection in the second run";
+  EXPECT_EQ(measured.client.connections_reused, 2 + 4);
+  for (const RequestRecord& r : measured.records) EXPECT_TRUE(r.ok);
+}
+
+TEST_F(BenchRunnerTest, CtrlCKeepsTheResultsSoFar) {
+  auto w = MakeWorkload("random", 20, "uniform:1:40");
+  BenchRunOptions o = Options("");
+  o.concurrency = 2;
+  o.stop_on_interrupt = true;
+  std::thread interrupter([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ::kill(::getpid(), SIGINT);
+  });
+  BenchRun run = RunBench(*w, o);
+  interrupter.join();
+  EXPECT_TRUE(run.interrupted);
+  int interrupted = 0;
+  for (const RequestRecord& r : run.records) {
+    if (!r.ok) {
+      EXPECT_EQ(r.error_kind, "interrupted");
+      ++interrupted;
+    }
+  }
+  EXPECT_EQ(interrupted, 2) << "the two in flight";
+  EXPECT_LT(run.records.size(), 20u);
+  EXPECT_GT(run.duration_seconds, 0.3);
 }
 
 }  // namespace

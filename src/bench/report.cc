@@ -185,8 +185,9 @@ std::string RenderTerminalSummary(const RunFile& run) {
   std::snprintf(line, sizeof(line), "target    %s (%s)  model %s\n", i.url.c_str(), i.endpoint.c_str(),
                 i.model.empty() ? "(server default)" : i.model.c_str());
   out += line;
-  std::snprintf(line, sizeof(line), "arrivals  %s  duration %.2f s%s\n", i.arrivals.c_str(), s.duration_seconds,
-                i.stopped_by_duration ? " (stopped by --duration)" : "");
+  std::snprintf(line, sizeof(line), "arrivals  %s  duration %.2f s%s%s\n", i.arrivals.c_str(), s.duration_seconds,
+                i.stopped_by_duration ? " (stopped by --duration)" : "",
+                i.stopped_by_interrupt ? " (stopped by Ctrl-C)" : "");
   out += line;
   std::snprintf(line, sizeof(line), "requests  %s ok, %s failed\n", Count(s.num_ok).c_str(),
                 Count(s.num_requests - s.num_ok).c_str());
@@ -252,7 +253,8 @@ std::string RenderHtmlReport(const RunFile& run) {
   meta("target", i.url + " (" + i.endpoint + "), model " + (i.model.empty() ? "(server default)" : i.model));
   meta("arrivals", i.arrivals);
   meta("started", i.started_at);
-  meta("duration", Format("%.2f s", s.duration_seconds) + (i.stopped_by_duration ? " (stopped by --duration)" : ""));
+  meta("duration", Format("%.2f s", s.duration_seconds) + (i.stopped_by_duration ? " (stopped by --duration)" : "") +
+                       (i.stopped_by_interrupt ? " (stopped by Ctrl-C)" : ""));
   meta("requests", Count(s.num_ok) + " ok, " + Count(s.num_requests - s.num_ok) + " failed");
   meta("tokens", "prompt " + Count(s.total_prompt_tokens) + ", output " + Count(s.total_output_tokens) +
                      (s.all_tokens_from_usage ? " (server's usage)" : " (partly counted from the stream)"));

@@ -41,6 +41,7 @@ std::string RunFileJson(const RunFile& run) {
                            {"e2e", OptionalMs(i.slo.e2e_seconds)}}},
                {"duration_s", i.duration_seconds},
                {"stopped_by_duration", i.stopped_by_duration},
+               {"stopped_by_interrupt", i.stopped_by_interrupt},
                {"connections_opened", i.connections_opened},
                {"connections_reused", i.connections_reused}};
   json summary = {{"num_requests", s.num_requests},
@@ -122,6 +123,7 @@ StatusOr<RunFile> ReadRunFile(const std::string& path) {
     }
     run.info.duration_seconds = i.value("duration_s", 0.0);
     run.info.stopped_by_duration = i.value("stopped_by_duration", false);
+    run.info.stopped_by_interrupt = i.value("stopped_by_interrupt", false);
     run.info.connections_opened = i.value("connections_opened", int64_t{0});
     run.info.connections_reused = i.value("connections_reused", int64_t{0});
     for (const json& r : j["records"]) {

@@ -28,6 +28,7 @@ struct RunInfo {
   Slo slo;
   double duration_seconds = 0;
   bool stopped_by_duration = false;
+  bool stopped_by_interrupt = false;  // Ctrl-C
   int64_t connections_opened = 0, connections_reused = 0;
 };
 

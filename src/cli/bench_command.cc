@@ -263,6 +263,7 @@ int RunBenchCommand(const BenchFlags& f) {
                                          : arrivals + ", at most " + std::to_string(f.concurrency) + " in flight";
   }
 
+  HttpClient client;
   if (f.warmup > 0) {
     // Warm-up requests have the workload's shape but their own text (another seed), so
     // they do not fill a prefix cache with the measured prompts.
@@ -277,7 +278,7 @@ int RunBenchCommand(const BenchFlags& f) {
     wro.duration_seconds = 0;
     if (wro.concurrency <= 0) wro.concurrency = 16;
     std::fprintf(stderr, "tachyon bench: %lld warm-up requests...\n", static_cast<long long>(f.warmup));
-    BenchRun w = RunBench(**warm, wro);
+    BenchRun w = RunBench(**warm, wro, client);
     int64_t failed = 0;
     for (const RequestRecord& r : w.records) failed += r.ok ? 0 : 1;
     if (failed > 0) std::fprintf(stderr, "tachyon bench: %lld warm-up requests failed\n", static_cast<long long>(failed));
@@ -285,11 +286,13 @@ int RunBenchCommand(const BenchFlags& f) {
 
   ProgressBar bar(!f.no_progress && ::isatty(STDERR_FILENO));
   ro.on_progress = [&bar](const BenchProgress& p) { bar.Show(p); };
+  ro.stop_on_interrupt = true;
   std::fprintf(stderr, "tachyon bench: %s -> %s%s\n", (*workload)->Describe().c_str(), f.url.c_str(),
                EndpointPath(target).c_str());
   const std::string started = UtcNow();
-  BenchRun run = RunBench(**workload, ro);
+  BenchRun run = RunBench(**workload, ro, client);
   bar.End();
+  if (run.interrupted) std::fprintf(stderr, "tachyon bench: interrupted: the results so far follow\n");
 
   RunFile file;
   file.info = {.label = !f.label.empty() ? f.label
@@ -306,6 +309,7 @@ int RunBenchCommand(const BenchFlags& f) {
                .slo = *slo,
                .duration_seconds = run.duration_seconds,
                .stopped_by_duration = run.stopped_by_duration,
+               .stopped_by_interrupt = run.interrupted,
                .connections_opened = run.client.connections_opened,
                .connections_reused = run.client.connections_reused};
   file.records = std::move(run.records);

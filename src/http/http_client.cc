@@ -83,6 +83,7 @@ bool IsStaleConnection(const boost::system::error_code& ec) {
 
 struct HttpClient::Impl {
   asio::io_context io{1};
+  std::vector<std::unique_ptr<asio::signal_set>> signals;
   std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
   std::unordered_map<std::string, tcp::resolver::results_type> resolved;
   HttpClientStats stats;
@@ -225,6 +226,27 @@ void HttpClient::Run() {
 }
 
 void HttpClient::Stop() { impl_->io.stop(); }
+
+void HttpClient::OnSignalOnce(int signo, std::function<void()> fn) {
+  auto set = std::make_unique<asio::signal_set>(impl_->io, signo);
+  asio::signal_set* raw = set.get();
+  raw->async_wait([raw, fn = std::move(fn)](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    boost::system::error_code ignored;
+    raw->clear(ignored);  // back to the default action
+    fn();
+  });
+  impl_->signals.push_back(std::move(set));
+}
+
+void HttpClient::ClearSignals() {
+  for (auto& set : impl_->signals) {
+    boost::system::error_code ignored;
+    set->cancel(ignored);
+    set->clear(ignored);
+  }
+  impl_->signals.clear();
+}
 
 HttpClientStats HttpClient::stats() const { return impl_->stats; }
 

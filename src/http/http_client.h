@@ -79,6 +79,12 @@ class HttpClient {
   void Run();
   // Makes Run() return; safe from any thread. Open exchanges are abandoned.
   void Stop();
+  // Runs fn on the loop thread the first time signal `signo` arrives while Run()
+  // runs; after that the signal has its default action again (a second Ctrl-C quits).
+  // While it waits, Run() does not return on its own: end it with Stop().
+  void OnSignalOnce(int signo, std::function<void()> fn);
+  // Drops every OnSignalOnce wait; the signals get their default action back.
+  void ClearSignals();
 
   HttpClientStats stats() const;
 

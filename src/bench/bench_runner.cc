@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "bench/arrivals.h"
 #include "http/sse_parser.h"
@@ -41,6 +42,11 @@ std::string ErrorMessage(const std::string& body) {
   return body.substr(0, 300);
 }
 
+struct EventParser {
+  simdjson::dom::parser parser;
+  std::string padded;
+};
+
 // The state of one request while it streams. Lives in a shared_ptr held by the callbacks.
 struct InFlight {
   RequestRecord record;
@@ -56,48 +62,51 @@ struct InFlight {
   std::string error_body;  // non-200 bodies
   std::unique_ptr<SseParser> parser;
 
-  void OnEvent(std::string_view data) {
+  // Each event is parsed with simdjson's DOM parser (shared by every stream: one
+  // thread) from a padded copy; nlohmann's parser was 40% of the client's time.
+  void OnEvent(std::string_view data, EventParser& p) {
     if (data == "[DONE]") {
       saw_done = true;
       return;
     }
-    nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
-    if (!j.is_object()) return;
-    if (j.contains("error")) {
+    p.padded.assign(data.begin(), data.end());
+    p.padded.resize(data.size() + simdjson::SIMDJSON_PADDING, '\0');
+    simdjson::dom::element doc;
+    if (p.parser.parse(p.padded.data(), data.size(), false).get(doc)) return;
+    simdjson::dom::object obj;
+    if (doc.get_object().get(obj)) return;
+    if (obj["error"].error() == simdjson::SUCCESS) {
       if (record.error_kind.empty()) {
         record.error_kind = "stream_error";
         record.error_message = ErrorMessage(std::string(data));
       }
       return;
     }
-    auto usage = j.find("usage");
-    if (usage != j.end() && usage->is_object()) {
+    simdjson::dom::object usage;
+    if (!obj["usage"].get_object().get(usage)) {
       has_usage = true;
-      usage_prompt = usage->value("prompt_tokens", int64_t{0});
-      usage_completion = usage->value("completion_tokens", int64_t{0});
+      int64_t v = 0;
+      if (!usage["prompt_tokens"].get_int64().get(v)) usage_prompt = v;
+      if (!usage["completion_tokens"].get_int64().get(v)) usage_completion = v;
     }
-    auto choices = j.find("choices");
-    if (choices == j.end() || !choices->is_array() || choices->empty()) return;
-    const nlohmann::json& c = (*choices)[0];
-    const nlohmann::json* text = nullptr;
+    simdjson::dom::array choices;
+    simdjson::dom::object choice;
+    if (obj["choices"].get_array().get(choices) || choices.size() == 0 || choices.at(0).get_object().get(choice)) {
+      return;
+    }
+    std::string_view text;
     if (chat) {
-      auto delta = c.find("delta");
-      if (delta != c.end() && delta->is_object()) {
-        for (const char* key : {"content", "reasoning_content"}) {
-          auto it = delta->find(key);
-          if (it != delta->end() && it->is_string() && !it->get_ref<const std::string&>().empty()) {
-            text = &*it;
-            break;
-          }
-        }
+      simdjson::dom::object delta;
+      if (choice["delta"].get_object().get(delta)) return;
+      if (delta["content"].get_string().get(text) || text.empty()) {
+        if (delta["reasoning_content"].get_string().get(text)) return;
       }
-    } else {
-      auto it = c.find("text");
-      if (it != c.end() && it->is_string()) text = &*it;
+    } else if (choice["text"].get_string().get(text)) {
+      return;
     }
-    if (text == nullptr || text->get_ref<const std::string&>().empty()) return;
+    if (text.empty()) return;
     record.chunk_seconds.push_back(Since(sent, now));
-    reply += text->get_ref<const std::string&>();
+    reply.append(text);
     ++content_chunks;
   }
 
@@ -227,7 +236,8 @@ class Runner {
     f->record.session = static_cast<int64_t>(session.idx);
     f->record.turn = session.next_turn;
     f->record.max_tokens = turn.max_tokens;
-    f->parser = std::make_unique<SseParser>([raw = f.get()](std::string_view d) { raw->OnEvent(d); });
+    f->parser = std::make_unique<SseParser>(
+        [raw = f.get(), events = &events_](std::string_view d) { raw->OnEvent(d, *events); });
     HttpClientRequest request{.method = "POST",
                               .host = options_.target.url.host,
                               .port = options_.target.url.port,
@@ -320,6 +330,7 @@ class Runner {
   const Workload& workload_;
   const BenchRunOptions& options_;
   HttpClient& client_;
+  EventParser events_;
   std::deque<Session> ready_;
   std::map<int64_t, std::shared_ptr<InFlight>> in_flight_requests_;
   int64_t next_id_ = 0;

@@ -7,8 +7,10 @@ void SseParser::Feed(std::string_view bytes) {
   if (after_cr_ && !bytes.empty() && bytes[0] == '\n') i = 1;
   after_cr_ = false;
   while (i < bytes.size()) {
-    const size_t end = bytes.find_first_of("\r\n", i);
-    if (end == std::string_view::npos) {
+    // A plain loop: find_first_of with a two-character set calls memchr per byte.
+    size_t end = i;
+    while (end < bytes.size() && bytes[end] != '\n' && bytes[end] != '\r') ++end;
+    if (end == bytes.size()) {
       line_.append(bytes.substr(i));
       return;
     }

@@ -148,10 +148,8 @@ Comparison CompareRuns(const RunFile& a, const RunFile& b, int num_resamples, ui
 }
 
 std::string RenderComparison(const Comparison& c, const std::string& label_a, const std::string& label_b) {
-  std::string out;
-  char line[256];
-  std::snprintf(line, sizeof(line), "A: %s\nB: %s\n\n", label_a.c_str(), label_b.c_str());
-  out += line;
+  std::string out = "A: " + label_a + "\nB: " + label_b + "\n\n";
+  char line[512];
   std::snprintf(line, sizeof(line), "%-28s %10s %10s %7s %8s  %-15s %s\n", "metric", "A", "B", "B/A", "change",
                 "95% CI of B/A", "verdict");
   out += line;

@@ -385,7 +385,11 @@ std::string Workload::Describe() const {
          " + unique " + o.input_len.ToString() + ", output " + o.output_len.ToString();
   } else if (o.kind == "trace") {
     d += " of " + o.trace_path;
-    if (o.time_scale != 1) d += " at " + std::to_string(o.time_scale) + "x speed";
+    if (o.time_scale != 1) {
+      std::ostringstream os;
+      os << o.time_scale;
+      d += " at " + os.str() + "x speed";
+    }
   } else if (o.kind == "prompts") {
     d += " from " + o.prompts_path;
   } else {

@@ -250,11 +250,17 @@ int RunBenchCommand(const BenchFlags& f) {
                      .seed = f.seed};
   std::string arrivals;
   if (!std::isinf(f.request_rate)) {
-    arrivals = "rate " + std::to_string(f.request_rate).substr(0, std::to_string(f.request_rate).find('.') + 3) +
-               "/s (" + (f.burstiness == 1 ? std::string("Poisson") : "gamma, burstiness " + std::to_string(f.burstiness)) + ")";
+    char buf[96];
+    if (f.burstiness == 1) {
+      std::snprintf(buf, sizeof(buf), "rate %g/s (Poisson)", f.request_rate);
+    } else {
+      std::snprintf(buf, sizeof(buf), "rate %g/s (gamma, burstiness %g)", f.request_rate, f.burstiness);
+    }
+    arrivals = buf;
   } else if ((*workload)->has_arrival_times()) {
-    arrivals = "the trace's times";
-    if (f.time_scale != 1) arrivals += " / " + std::to_string(f.time_scale);
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "the trace's times / %g", f.time_scale);
+    arrivals = f.time_scale != 1 ? std::string(buf) : "the trace's times";
   } else {
     arrivals = "all at once";
   }

@@ -53,6 +53,7 @@ struct InFlight {
   Clock::time_point sent;
   Clock::time_point now;  // time of the read being parsed
   int status = 0;
+  std::string content_type;
   bool chat = false;
   bool saw_done = false;
   bool has_usage = false;
@@ -120,8 +121,13 @@ struct InFlight {
       record.error_message = ErrorMessage(error_body);
     } else if (record.error_kind.empty() && content_chunks == 0) {
       // As vllm bench serve: without a content chunk there is no TTFT.
-      record.error_kind = "no_content";
-      record.error_message = "the stream ended without a content chunk";
+      if (content_type.rfind("text/event-stream", 0) != 0) {
+        record.error_kind = "not_streamed";
+        record.error_message = "the server answered '" + content_type + "', not an event stream";
+      } else {
+        record.error_kind = "no_content";
+        record.error_message = "the stream ended without a content chunk";
+      }
     }
     record.ok = record.error_kind.empty();
     record.tokens_from_usage = has_usage;
@@ -262,7 +268,12 @@ class Runner {
     }
     f->record.start_seconds = Since(start_, f->sent);
     client_.Send(std::move(request),
-                 {.on_head = [f](const HttpResponseHead& head) { f->status = head.status; },
+                 {.on_head =
+                      [f](const HttpResponseHead& head) {
+                        f->status = head.status;
+                        auto type = head.headers.find("content-type");
+                        if (type != head.headers.end()) f->content_type = type->second;
+                      },
                   .on_data =
                       [f](std::string_view data) {
                         f->now = Clock::now();

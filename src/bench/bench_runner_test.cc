@@ -45,6 +45,10 @@ class BenchRunnerTest : public ::testing::Test {
       w->Respond(429, "application/json", R"({"error":{"message":"too many requests","type":"x"}})");
       return;
     }
+    if (mode == "json") {  // a server that ignores "stream": true
+      w->Respond(200, "application/json", R"({"choices":[{"index":0,"text":"x"}]})");
+      return;
+    }
     const int n = body.value("max_tokens", body.value("max_completion_tokens", 1));
     const bool chat = r.target == "/v1/chat/completions";
     w->StartStream(200, "text/event-stream");
@@ -158,6 +162,11 @@ TEST_F(BenchRunnerTest, FailuresAreCountedByKindWithTheServersMessage) {
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.error_kind, "stream_error");
     EXPECT_EQ(r.error_message, "engine fell over");
+  }
+  BenchRun json = RunBench(*w, Options(R"({"mode":"json"})"));
+  for (const RequestRecord& r : json.records) {
+    EXPECT_EQ(r.error_kind, "not_streamed");
+    EXPECT_EQ(r.error_message, "the server answered 'application/json', not an event stream");
   }
   BenchRunOptions dead = Options("");
   server_->Stop(1.0);

@@ -359,7 +359,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Load generator for any OpenAI-compatible server: streams every response, reports TTFT, TPOT, ITL and E2E "
-      "(mean/p50/p90/p95/p99, definitions of vllm bench serve), throughput, goodput and errors by kind.");
+      "(mean/p50/p90/p95/p99, definitions of vllm bench serve), throughput, goodput and errors by kind. "
+      "Exit status: 0 when a request succeeded, 1 when none did, 2 for bad flags or no model list. Ctrl-C ends "
+      "the run early and reports what was measured.");
   cmd->add_option("--url", flags->url, "server base URL (http only), with or without /v1")->capture_default_str();
   cmd->add_option("--endpoint", flags->endpoint, "completions or chat")->capture_default_str();
   cmd->add_option("--model", flags->model, "model name to send (default: the first of GET /v1/models)");

@@ -340,9 +340,15 @@ BenchTurn Workload::Turn(size_t session, int turn) const {
   BenchTurn out;
   const std::string& kind = options_.kind;
   if (kind == "shared-prefix") {
-    const int64_t p = plan.source_idx % options_.num_prefixes;
-    std::mt19937_64 prefix_rng = Rng(options_.seed, kPrefix, static_cast<uint64_t>(p));
-    Words(prefix_rng, options_.prefix_len, &out);
+    const size_t p = static_cast<size_t>(plan.source_idx % options_.num_prefixes);
+    if (prefixes_.size() <= p) prefixes_.resize(options_.num_prefixes);
+    if (!prefixes_[p]) {
+      BenchTurn prefix;
+      std::mt19937_64 prefix_rng = Rng(options_.seed, kPrefix, p);
+      Words(prefix_rng, options_.prefix_len, &prefix);
+      prefixes_[p] = std::move(prefix);
+    }
+    out = *prefixes_[p];
     Words(rng, options_.input_len.Sample(rng), &out);
     out.max_tokens = options_.output_len.Sample(rng);
   } else if (kind == "trace") {

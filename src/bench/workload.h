@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,6 +84,7 @@ class Workload {
   int64_t num_requests() const;
   bool has_arrival_times() const { return !trace_.empty(); }
   // The prompt of turn `turn` of session `session`: the same for the same options.
+  // Not thread-safe (it keeps the shared prefixes it built): one caller at a time.
   BenchTurn Turn(size_t session, int turn) const;
   // One line for reports: "shared-prefix: 4 prefixes x 512 + 64 tokens, output 128".
   std::string Describe() const;
@@ -105,6 +107,8 @@ class Workload {
   std::vector<SessionPlan> sessions_;
   std::vector<TraceRequest> trace_;
   std::vector<PromptEntry> prompts_;
+  // shared-prefix: each prefix is built once (tokenizing it is the costly part).
+  mutable std::vector<std::optional<BenchTurn>> prefixes_;
 };
 
 }  // namespace tachyon

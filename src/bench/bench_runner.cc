@@ -250,7 +250,8 @@ class Runner {
                               .target = EndpointPath(options_.target),
                               .headers = options_.target.headers,
                               .body = RequestBody(options_.target, turn, session.history),
-                              .timeout_seconds = options_.target.timeout_seconds};
+                              .timeout_seconds = options_.target.timeout_seconds,
+                              .tls = options_.target.url.tls};
     if (!options_.target.api_key.empty()) {
       request.headers.emplace_back("Authorization", "Bearer " + options_.target.api_key);
     }

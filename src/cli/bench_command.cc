@@ -56,6 +56,8 @@ struct BenchFlags {
   std::string html;
   std::string label;
   bool no_progress = false;
+  bool insecure = false;
+  std::string ca_file;
   std::string command;
 };
 
@@ -116,8 +118,8 @@ void RaiseFileLimit() {
 }
 
 // The first model the server lists, as vllm bench serve does without --model.
-StatusOr<std::string> DiscoverModel(const BenchTarget& target) {
-  HttpClient client;
+StatusOr<std::string> DiscoverModel(const BenchTarget& target, const HttpClientOptions& tls) {
+  HttpClient client(tls);
   std::string body;
   int status = 0;
   Status done = Status::Ok();
@@ -126,14 +128,20 @@ StatusOr<std::string> DiscoverModel(const BenchTarget& target) {
                             .port = target.url.port,
                             .target = ApiPath(target, "/models"),
                             .headers = target.headers,
-                            .timeout_seconds = 30};
+                            .timeout_seconds = 30,
+                            .tls = target.url.tls};
   if (!target.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + target.api_key);
   client.Send(request, {.on_head = [&](const HttpResponseHead& h) { status = h.status; },
                         .on_data = [&](std::string_view d) { body.append(d); },
                         .on_done = [&](const Status& s) { done = s; }});
   client.Run();
   const std::string where = "GET " + ApiPath(target, "/models");
-  if (!done.ok()) return UnavailableError(where + ": " + done.message() + " (is the server up? or pass --model)");
+  if (!done.ok()) {
+    const bool tls = done.message().find("TLS handshake") != std::string::npos;
+    return UnavailableError(where + ": " + done.message() +
+                            (tls ? " (trust its CA with --ca-file, or skip the check with --insecure)"
+                                 : " (is the server up? or pass --model)"));
+  }
   if (status != 200) {
     return UnavailableError(where + " answered HTTP " + std::to_string(status) + ": " + body.substr(0, 200) +
                             " (pass --model)");
@@ -236,8 +244,9 @@ int RunBenchCommand(const BenchFlags& f) {
   StatusOr<std::unique_ptr<Workload>> workload = Workload::Create(wo);
   if (!workload.ok()) return Fail(workload.status().message());
 
+  const HttpClientOptions tls{.verify_peer = !f.insecure, .ca_file = f.ca_file};
   if (target.model.empty()) {
-    StatusOr<std::string> model = DiscoverModel(target);
+    StatusOr<std::string> model = DiscoverModel(target, tls);
     if (!model.ok()) return Fail(model.status().message());
     target.model = *model;
   }
@@ -269,7 +278,7 @@ int RunBenchCommand(const BenchFlags& f) {
                                          : arrivals + ", at most " + std::to_string(f.concurrency) + " in flight";
   }
 
-  HttpClient client;
+  HttpClient client(tls);
   if (f.warmup > 0) {
     // Warm-up requests have the workload's shape but their own text (another seed), so
     // they do not fill a prefix cache with the measured prompts.
@@ -362,7 +371,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
       "(mean/p50/p90/p95/p99, definitions of vllm bench serve), throughput, goodput and errors by kind. "
       "Exit status: 0 when a request succeeded, 1 when none did, 2 for bad flags or no model list. Ctrl-C ends "
       "the run early and reports what was measured.");
-  cmd->add_option("--url", flags->url, "server base URL (http only), with or without /v1")->capture_default_str();
+  cmd->add_option("--url", flags->url, "server base URL, http:// or https://, with or without /v1")
+      ->capture_default_str();
+  cmd->add_flag("--insecure", flags->insecure, "https: accept any certificate (no verification)");
+  cmd->add_option("--ca-file", flags->ca_file, "https: PEM file of trusted CAs (default: the system's)");
   cmd->add_option("--endpoint", flags->endpoint, "completions or chat")->capture_default_str();
   cmd->add_option("--model", flags->model, "model name to send (default: the first of GET /v1/models)");
   cmd->add_option("--api-key", flags->api_key, "sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)");

@@ -10,6 +10,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/asio/ssl.hpp>
 
 #include <cctype>
 #include <limits>
@@ -23,15 +25,19 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind("https://", 0) == 0) {
-    return UnimplementedError("'" + url + "': https is not supported yet; use an http:// URL");
+  HttpUrl out;
+  std::string rest;
+  if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (url.rfind("https://", 0) == 0) {
+    rest = url.substr(8);
+    out.tls = true;
+    out.port = 443;
+  } else {
+    return InvalidArgumentError("'" + url + "' is not an http:// or https:// URL");
   }
-  if (url.rfind(scheme, 0) != 0) return InvalidArgumentError("'" + url + "' is not an http:// URL");
-  std::string rest = url.substr(scheme.size());
   const size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
-  HttpUrl out;
   out.path = slash == std::string::npos ? "" : rest.substr(slash);
   while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
   std::string port;
@@ -81,12 +87,135 @@ bool IsStaleConnection(const boost::system::error_code& ec) {
 
 }  // namespace
 
+namespace {
+
+// A TLS connection; kept behind a pointer in the pool (the stream does not move).
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+beast::tcp_stream& Tcp(beast::tcp_stream& s) { return s; }
+beast::tcp_stream& Tcp(TlsStream& s) { return beast::get_lowest_layer(s); }
+
+}  // namespace
+
 struct HttpClient::Impl {
+  explicit Impl(HttpClientOptions o) : options(std::move(o)) {}
+
+  // Made at the first https request: building it costs ~15 ms, which plain-http runs need not pay.
+  asio::ssl::context& Ssl() {
+    if (!ssl) {
+      ssl.emplace(asio::ssl::context::tls_client);
+      ssl->set_verify_mode(options.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
+      boost::system::error_code ec;
+      if (!options.ca_file.empty()) {
+        ssl->load_verify_file(options.ca_file, ec);
+        if (ec) ca_error = "cannot read the CA file '" + options.ca_file + "': " + ec.message();
+      } else {
+        ssl->set_default_verify_paths(ec);
+      }
+    }
+    return *ssl;
+  }
+
+  HttpClientOptions options;
   asio::io_context io{1};
+  std::optional<asio::ssl::context> ssl;
+  std::string ca_error;
   std::vector<std::unique_ptr<asio::signal_set>> signals;
   std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
+  std::unordered_map<std::string, std::vector<std::unique_ptr<TlsStream>>> idle_tls;
   std::unordered_map<std::string, tcp::resolver::results_type> resolved;
   HttpClientStats stats;
+
+  enum class Outcome { kRetry, kKeep, kClose };
+
+  // Resolves (once per host) and connects the TCP layer of a new stream.
+  asio::awaitable<Status> Connect(beast::tcp_stream& tcp_stream, const HttpClientRequest& r,
+                                  std::chrono::steady_clock::time_point deadline) {
+    const std::string key = r.host + ":" + std::to_string(r.port);
+    boost::system::error_code ec;
+    tcp::resolver::results_type endpoints;
+    if (auto found = resolved.find(key); found != resolved.end()) {
+      endpoints = found->second;
+    } else {
+      tcp::resolver resolver(io);
+      auto results = co_await resolver.async_resolve(r.host, std::to_string(r.port),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return UnavailableError("cannot resolve '" + r.host + "': " + ec.message());
+      resolved.emplace(key, results);
+      endpoints = results;
+    }
+    tcp_stream.expires_at(deadline);
+    co_await tcp_stream.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return NetworkError("cannot connect to", r, ec);
+    tcp_stream.socket().set_option(tcp::no_delay(true), ec);
+    ++stats.connections_opened;
+    co_return Status::Ok();
+  }
+
+  // Writes the request and streams the response to the callbacks. kRetry: a reused
+  // connection turned out stale before any byte came back (nothing was reported).
+  template <typename Stream>
+  asio::awaitable<Outcome> Transfer(Stream& stream, bhttp::request<bhttp::string_body>& message,
+                                    const HttpClientRequest& r, HttpStreamCallbacks& cb, bool may_retry,
+                                    std::chrono::steady_clock::time_point deadline) {
+    const std::string key = r.host + ":" + std::to_string(r.port);
+    boost::system::error_code ec;
+    Tcp(stream).expires_at(deadline);
+    co_await bhttp::async_write(stream, message, asio::redirect_error(asio::use_awaitable, ec));
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (!ec) co_await bhttp::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (may_retry && IsStaleConnection(ec)) {
+        ++stats.retries;
+        co_return Outcome::kRetry;
+      }
+      cb.on_done(NetworkError("no response from", r, ec));
+      co_return Outcome::kClose;
+    }
+    HttpResponseHead head;
+    head.status = static_cast<int>(parser.get().result_int());
+    for (const auto& field : parser.get()) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      head.headers[name] = std::string(field.value());
+    }
+    if (cb.on_head) cb.on_head(head);
+    // Each read hands over what one socket read brought, so the caller sees
+    // every event at the time it arrived. A read parses one chunk; the chunks
+    // already in the buffer are parsed here at once, or each would wait its
+    // turn on the loop behind every other stream (0.5 ms at 256 streams), a
+    // delay that would be the client's own.
+    while (!parser.is_done()) {
+      co_await bhttp::async_read_some(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      while (!ec && !parser.is_done() && buffer.size() > 0) {
+        boost::system::error_code put_ec;
+        const size_t used = parser.put(buffer.data(), put_ec);
+        buffer.consume(used);
+        if (put_ec == bhttp::error::need_more) break;
+        if (put_ec) ec = put_ec;
+        if (used == 0) break;
+      }
+      std::string& body = parser.get().body();
+      if (!body.empty()) {
+        if (cb.on_data) cb.on_data(body);
+        body.clear();
+      }
+      if (ec) {
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof) {
+          cb.on_done(DataLossError("the response from " + key + " ended early"));
+        } else if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension) {
+          cb.on_done(DataLossError("malformed chunked body from " + key + ": " + ec.message()));
+        } else {
+          cb.on_done(NetworkError("reading from", r, ec));
+        }
+        co_return Outcome::kClose;
+      }
+    }
+    cb.on_done(Status::Ok());
+    co_return parser.get().keep_alive() ? Outcome::kKeep : Outcome::kClose;
+  }
 
   asio::awaitable<void> Exchange(HttpClientRequest r, HttpStreamCallbacks cb) {
     const auto deadline =
@@ -96,7 +225,9 @@ struct HttpClient::Impl {
     message.method_string(r.method);
     message.target(r.target);
     message.version(11);
-    message.set(bhttp::field::host, key);
+    // The port only when it is not the scheme's default.
+    const bool default_port = r.port == (r.tls ? 443 : 80);
+    message.set(bhttp::field::host, default_port ? r.host : key);
     message.set(bhttp::field::user_agent, "tachyon-bench");
     for (const auto& [name, value] : r.headers) message.set(name, value);
     if (!r.body.empty() && message.find(bhttp::field::content_type) == message.end()) {
@@ -106,105 +237,73 @@ struct HttpClient::Impl {
     message.keep_alive(true);
     message.prepare_payload();
 
-    boost::system::error_code ec;
     for (int attempt = 0;; ++attempt) {
-      std::optional<beast::tcp_stream> stream;
-      bool reused = false;
-      // Looked up again after each co_await: other exchanges may insert keys meanwhile.
-      if (auto& pool = idle[key]; !pool.empty()) {
-        stream.emplace(std::move(pool.back()));
-        pool.pop_back();
-        reused = true;
-        ++stats.connections_reused;
-      } else {
-        tcp::resolver::results_type endpoints;
-        if (auto found = resolved.find(key); found != resolved.end()) {
-          endpoints = found->second;
+      // The pools are looked up again after each co_await: other exchanges may insert keys meanwhile.
+      Outcome outcome;
+      if (r.tls) {
+        asio::ssl::context& ssl_context = Ssl();
+        if (!ca_error.empty()) {
+          cb.on_done(InvalidArgumentError(ca_error));
+          co_return;
+        }
+        std::unique_ptr<TlsStream> stream;
+        bool reused = false;
+        if (auto& pool = idle_tls[key]; !pool.empty()) {
+          stream = std::move(pool.back());
+          pool.pop_back();
+          reused = true;
+          ++stats.connections_reused;
         } else {
-          tcp::resolver resolver(io);
-          auto results = co_await resolver.async_resolve(r.host, std::to_string(r.port),
-                                                         asio::redirect_error(asio::use_awaitable, ec));
-          if (ec) {
-            cb.on_done(UnavailableError("cannot resolve '" + r.host + "': " + ec.message()));
+          stream = std::make_unique<TlsStream>(io, ssl_context);
+          Status connected = co_await Connect(Tcp(*stream), r, deadline);
+          if (!connected.ok()) {
+            cb.on_done(connected);
             co_return;
           }
-          resolved.emplace(key, results);
-          endpoints = results;
-        }
-        stream.emplace(io);
-        stream->expires_at(deadline);
-        co_await stream->async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
-        if (ec) {
-          cb.on_done(NetworkError("cannot connect to", r, ec));
-          co_return;
-        }
-        stream->socket().set_option(tcp::no_delay(true), ec);
-        ++stats.connections_opened;
-      }
-      stream->expires_at(deadline);
-      co_await bhttp::async_write(*stream, message, asio::redirect_error(asio::use_awaitable, ec));
-      beast::flat_buffer buffer;
-      bhttp::response_parser<bhttp::string_body> parser;
-      parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-      if (!ec) co_await bhttp::async_read_header(*stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (reused && attempt == 0 && IsStaleConnection(ec)) {
-          ++stats.retries;
-          continue;
-        }
-        cb.on_done(NetworkError("no response from", r, ec));
-        co_return;
-      }
-      HttpResponseHead head;
-      head.status = static_cast<int>(parser.get().result_int());
-      for (const auto& field : parser.get()) {
-        std::string name(field.name_string());
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        head.headers[name] = std::string(field.value());
-      }
-      if (cb.on_head) cb.on_head(head);
-      // Each read hands over what one socket read brought, so the caller sees
-      // every event at the time it arrived. A read parses one chunk; the chunks
-      // already in the buffer are parsed here at once, or each would wait its
-      // turn on the loop behind every other stream (0.5 ms at 256 streams), a
-      // delay that would be the client's own.
-      while (!parser.is_done()) {
-        co_await bhttp::async_read_some(*stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
-        while (!ec && !parser.is_done() && buffer.size() > 0) {
-          boost::system::error_code put_ec;
-          const size_t used = parser.put(buffer.data(), put_ec);
-          buffer.consume(used);
-          if (put_ec == bhttp::error::need_more) break;
-          if (put_ec) ec = put_ec;
-          if (used == 0) break;
-        }
-        std::string& body = parser.get().body();
-        if (!body.empty()) {
-          if (cb.on_data) cb.on_data(body);
-          body.clear();
-        }
-        if (ec) {
-          if (ec == bhttp::error::end_of_stream || ec == asio::error::eof) {
-            cb.on_done(DataLossError("the response from " + key + " ended early"));
-          } else if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension) {
-            cb.on_done(DataLossError("malformed chunked body from " + key + ": " + ec.message()));
-          } else {
-            cb.on_done(NetworkError("reading from", r, ec));
+          // SNI, and the certificate must name the host.
+          SSL_set_tlsext_host_name(stream->native_handle(), r.host.c_str());
+          stream->set_verify_callback(asio::ssl::host_name_verification(r.host));
+          boost::system::error_code ec;
+          co_await stream->async_handshake(asio::ssl::stream_base::client,
+                                           asio::redirect_error(asio::use_awaitable, ec));
+          if (ec) {
+            cb.on_done(NetworkError("TLS handshake with", r, ec));
+            co_return;
           }
-          co_return;
+        }
+        outcome = co_await Transfer(*stream, message, r, cb, reused && attempt == 0, deadline);
+        if (auto& pool = idle_tls[key]; outcome == Outcome::kKeep && pool.size() < kMaxIdlePerHost) {
+          Tcp(*stream).expires_never();
+          pool.push_back(std::move(stream));
+        }
+      } else {
+        std::optional<beast::tcp_stream> stream;
+        bool reused = false;
+        if (auto& pool = idle[key]; !pool.empty()) {
+          stream.emplace(std::move(pool.back()));
+          pool.pop_back();
+          reused = true;
+          ++stats.connections_reused;
+        } else {
+          stream.emplace(io);
+          Status connected = co_await Connect(*stream, r, deadline);
+          if (!connected.ok()) {
+            cb.on_done(connected);
+            co_return;
+          }
+        }
+        outcome = co_await Transfer(*stream, message, r, cb, reused && attempt == 0, deadline);
+        if (auto& pool = idle[key]; outcome == Outcome::kKeep && pool.size() < kMaxIdlePerHost) {
+          stream->expires_never();
+          pool.push_back(std::move(*stream));
         }
       }
-      if (auto& pool = idle[key]; parser.get().keep_alive() && pool.size() < kMaxIdlePerHost) {
-        stream->expires_never();
-        pool.push_back(std::move(*stream));
-      }
-      cb.on_done(Status::Ok());
-      co_return;
+      if (outcome != Outcome::kRetry) co_return;
     }
   }
 };
 
-HttpClient::HttpClient() : impl_(std::make_unique<Impl>()) {}
+HttpClient::HttpClient(HttpClientOptions options) : impl_(std::make_unique<Impl>(options)) {}
 HttpClient::~HttpClient() = default;
 
 void HttpClient::Send(HttpClientRequest request, HttpStreamCallbacks callbacks) {

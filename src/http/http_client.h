@@ -7,7 +7,9 @@
 // chunked transfer coding already removed), so a caller can timestamp every
 // server-sent event. Idle keep-alive connections are kept per host and reused;
 // a request that finds its reused connection closed by the server before any
-// byte came back is retried once on a new connection.
+// byte came back is retried once on a new connection. https uses OpenSSL through
+// Asio: SNI, peer verification against the system's CAs (or a given CA file)
+// and the host name.
 #pragma once
 
 #include <chrono>
@@ -23,11 +25,12 @@
 
 namespace tachyon {
 
-// "http://host:port/base" split into its parts. Only http: TLS is not built yet.
+// "http://host:port/base" or "https://..." split into its parts.
 struct HttpUrl {
   std::string host;
-  int port = 80;
+  int port = 80;     // 443 for https without a port
   std::string path;  // "" or "/v1" (no trailing '/')
+  bool tls = false;  // https
 };
 StatusOr<HttpUrl> ParseHttpUrl(const std::string& url);
 
@@ -39,6 +42,12 @@ struct HttpClientRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   double timeout_seconds = 600;  // the whole exchange, connect to last byte
+  bool tls = false;              // https: TLS with SNI, the certificate checked against host
+};
+
+struct HttpClientOptions {
+  bool verify_peer = true;  // false: accept any certificate (--insecure)
+  std::string ca_file;      // PEM file of trusted CAs; empty: the system's
 };
 
 struct HttpResponseHead {
@@ -48,8 +57,9 @@ struct HttpResponseHead {
 
 // Called on the loop thread, in this order: on_head once, on_data for each piece of
 // body as it arrives, on_done once (also alone, when the exchange fails before a head).
-// on_done's Status: kUnavailable for connect / read / write failures, kOutOfRange
-// for the timeout, kDataLoss for a malformed response.
+// on_done's Status: kUnavailable for connect / TLS / read / write failures,
+// kOutOfRange for the timeout, kDataLoss for a malformed response,
+// kInvalidArgument for an unreadable CA file.
 struct HttpStreamCallbacks {
   std::function<void(const HttpResponseHead&)> on_head;
   std::function<void(std::string_view data)> on_data;
@@ -64,7 +74,7 @@ struct HttpClientStats {
 
 class HttpClient {
  public:
-  HttpClient();
+  explicit HttpClient(HttpClientOptions options = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

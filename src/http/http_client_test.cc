@@ -179,7 +179,12 @@ TEST(HttpUrlTest, Parses) {
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->port, 9000);
-  EXPECT_EQ(ParseHttpUrl("https://api.example.com").status().code(), StatusCode::kUnimplemented);
+  u = ParseHttpUrl("https://api.example.com/v1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->path, "/v1");
+  EXPECT_FALSE(ParseHttpUrl("ftp://host").ok());
   EXPECT_FALSE(ParseHttpUrl("127.0.0.1:8000").ok());
   EXPECT_FALSE(ParseHttpUrl("http://host:99999").ok());
   EXPECT_FALSE(ParseHttpUrl("http://:80").ok());

@@ -147,12 +147,14 @@ Comparison CompareRuns(const RunFile& a, const RunFile& b, int num_resamples, ui
   return c;
 }
 
-std::string RenderComparison(const Comparison& c, const std::string& label_a, const std::string& label_b) {
-  std::string out = "A: " + label_a + "\nB: " + label_b + "\n\n";
+std::string RenderComparison(const Comparison& c, const std::string& label_a, const std::string& label_b,
+                             bool markdown) {
+  std::string out = markdown ? "A: " + label_a + "  \nB: " + label_b + "\n\n" : "A: " + label_a + "\nB: " + label_b + "\n\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "%-28s %10s %10s %7s %8s  %-15s %s\n", "metric", "A", "B", "B/A", "change",
-                "95% CI of B/A", "verdict");
+  const char* format = markdown ? "| %s | %s | %s | %s | %s | %s | %s |\n" : "%-28s %10s %10s %7s %8s  %-15s %s\n";
+  std::snprintf(line, sizeof(line), format, "metric", "A", "B", "B/A", "change", "95% CI of B/A", "verdict");
   out += line;
+  if (markdown) out += "|---|---|---|---|---|---|---|\n";
   for (const MetricComparison& m : c.metrics) {
     std::string ci = "-", verdict = "no interval";
     std::string change = "-";
@@ -173,9 +175,8 @@ std::string RenderComparison(const Comparison& c, const std::string& label_a, co
       }
     }
     const std::string name = m.name + " (" + m.unit + ")";
-    std::snprintf(line, sizeof(line), "%-28s %10s %10s %7s %8s  %-15s %s\n", name.c_str(), Number(m.a).c_str(),
-                  Number(m.b).c_str(), m.a != 0 ? Number(m.ratio).c_str() : "-", change.c_str(), ci.c_str(),
-                  verdict.c_str());
+    std::snprintf(line, sizeof(line), format, name.c_str(), Number(m.a).c_str(), Number(m.b).c_str(),
+                  m.a != 0 ? Number(m.ratio).c_str() : "-", change.c_str(), ci.c_str(), verdict.c_str());
     out += line;
   }
   std::snprintf(line, sizeof(line),

@@ -36,7 +36,9 @@ struct Comparison {
 // min_effect: a relative change smaller than this (0.05 = 5%) is called negligible
 // even when the interval excludes 1: a true but tiny difference is not a finding.
 Comparison CompareRuns(const RunFile& a, const RunFile& b, int num_resamples, uint64_t seed, double min_effect);
-// A terminal table: metric, A, B, B/A, change, 95% CI, verdict.
-std::string RenderComparison(const Comparison& c, const std::string& label_a, const std::string& label_b);
+// A table: metric, A, B, B/A, change, 95% CI, verdict; aligned text for the
+// terminal, or Markdown (markdown = true) to paste into a review or a note.
+std::string RenderComparison(const Comparison& c, const std::string& label_a, const std::string& label_b,
+                             bool markdown = false);
 
 }  // namespace tachyon

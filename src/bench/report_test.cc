@@ -137,6 +137,9 @@ TEST(CompareTest, ARealDifferenceIsSignificantAndNoiseIsNot) {
   EXPECT_NE(table.find("TTFT p95 (ms)"), std::string::npos);
   EXPECT_NE(table.find("B better\n"), std::string::npos) << table;
   EXPECT_NE(table.find("-38%"), std::string::npos) << table;
+  const std::string md = RenderComparison(faster, "A", "B", true);
+  EXPECT_NE(md.find("|---|---|---|---|---|---|---|\n| TTFT mean (ms) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| B better |\n"), std::string::npos) << md;
 }
 
 }  // namespace

@@ -66,6 +66,7 @@ struct CompareFlags {
   int resamples = 1000;
   uint64_t seed = 0;
   double min_effect_percent = 5;
+  bool markdown = false;
 };
 
 int Fail(const std::string& message) {
@@ -356,7 +357,7 @@ int RunCompare(const CompareFlags& f) {
   auto label = [](const RunFile& r, const std::string& path) {
     return r.info.label + " (" + path + "): " + r.info.workload + ", " + r.info.arrivals;
   };
-  std::printf("%s", RenderComparison(c, label(*a, f.a), label(*b, f.b)).c_str());
+  std::printf("%s", RenderComparison(c, label(*a, f.a), label(*b, f.b), f.markdown).c_str());
   return 0;
 }
 
@@ -438,6 +439,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
   compare->add_option("--min-effect", compare_flags->min_effect_percent,
                       "percent; a smaller change is called negligible even when outside the noise")
       ->capture_default_str();
+  compare->add_flag("--markdown", compare_flags->markdown, "print a Markdown table");
   compare->callback([compare_flags, exit_code] { *exit_code = RunCompare(*compare_flags); });
   cmd->require_subcommand(0, 1);
   cmd->callback([compare, flags, exit_code] {

@@ -336,7 +336,8 @@ void Workload::TraceBlocks(const TraceRequest& r, BenchTurn* out) const {
 
 BenchTurn Workload::Turn(size_t session, int turn) const {
   const SessionPlan& plan = sessions_.at(session);
-  std::mt19937_64 rng = Rng(options_.seed, kRequest, session * 1024 + static_cast<uint64_t>(turn));
+  // The turn goes into the seed, the session into the index: no two (session, turn) pairs share a stream.
+  std::mt19937_64 rng = Rng(options_.seed ^ (static_cast<uint64_t>(turn) * 0xD1B54A32D192ED03ull), kRequest, session);
   BenchTurn out;
   const std::string& kind = options_.kind;
   if (kind == "shared-prefix") {

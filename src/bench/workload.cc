@@ -176,6 +176,15 @@ StatusOr<std::unique_ptr<Workload>> Workload::Create(const WorkloadOptions& opti
     const int64_t n = options.num_requests > 0 ? std::min<int64_t>(options.num_requests, w->trace_.size())
                                                : static_cast<int64_t>(w->trace_.size());
     w->trace_.resize(n);
+    if (options.max_input_len < 0 || options.max_output_len < 0) {
+      return InvalidArgumentError("--max-input-len and --max-output-len must be >= 0");
+    }
+    // Caps keep a trace replayable on a server with a short context; a capped Mooncake
+    // request keeps its first blocks, so the reuse between requests stays.
+    for (TraceRequest& r : w->trace_) {
+      if (options.max_input_len > 0) r.input_tokens = std::min(r.input_tokens, options.max_input_len);
+      if (options.max_output_len > 0) r.output_tokens = std::min(r.output_tokens, options.max_output_len);
+    }
     for (int64_t i = 0; i < n; ++i) {
       w->sessions_.push_back({w->trace_[i].arrival_seconds / options.time_scale, 1, i});
     }
@@ -392,6 +401,8 @@ std::string Workload::Describe() const {
          " + unique " + o.input_len.ToString() + ", output " + o.output_len.ToString();
   } else if (o.kind == "trace") {
     d += " of " + o.trace_path;
+    if (o.max_input_len > 0) d += ", input <= " + std::to_string(o.max_input_len);
+    if (o.max_output_len > 0) d += ", output <= " + std::to_string(o.max_output_len);
     if (o.time_scale != 1) {
       std::ostringstream os;
       os << o.time_scale;

@@ -51,6 +51,8 @@ struct WorkloadOptions {
   int64_t prefix_len = 512;
   std::string trace_path;  // .csv: Azure, .jsonl: Mooncake
   double time_scale = 1;   // trace arrival times are divided by this (2 = twice as fast)
+  int64_t max_input_len = 0;   // trace: cap on each request's input tokens (0: none)
+  int64_t max_output_len = 0;  // trace: cap on each request's output tokens (0: none)
   std::string prompts_path;
   int num_turns = 3;         // conversation without a prompts file
   int64_t num_requests = 0;  // requests (turns) in all; 0: the whole file, or 100 when synthetic

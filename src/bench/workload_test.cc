@@ -235,6 +235,22 @@ TEST(WorkloadSharedDataTest, MooncakeEqualHashIdsGiveEqualText) {
   EXPECT_GT(checked, 0) << "no shared first block in the first 300 requests";
 }
 
+TEST(WorkloadSharedDataTest, TraceCapsKeepLongTracesReplayable) {
+  const std::string path = Shared() + "/data/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  auto w = Make({.kind = "trace", .trace_path = path, .max_input_len = 300, .max_output_len = 20, .num_requests = 50});
+  ASSERT_EQ(w->sessions().size(), 50u);
+  bool capped = false;
+  for (size_t i = 0; i < 50; ++i) {
+    BenchTurn t = w->Turn(i, 0);
+    EXPECT_LE(t.input_tokens, 300);
+    EXPECT_EQ(static_cast<int64_t>(SplitWords(t.text).size()), t.input_tokens);
+    EXPECT_LE(t.max_tokens, 20);
+    capped = capped || t.input_tokens == 300;
+  }
+  EXPECT_TRUE(capped) << "the conv trace's median input is 1,020 tokens";
+}
+
 class WorkloadTokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {

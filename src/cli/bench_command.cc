@@ -36,6 +36,8 @@ struct BenchFlags {
   int64_t prefix_len = 512;
   std::string trace;
   double time_scale = 1;
+  int64_t max_input_len = 0;
+  int64_t max_output_len = 0;
   std::string prompts;
   int turns = 3;
   std::string tokenizer;
@@ -231,6 +233,8 @@ int RunBenchCommand(const BenchFlags& f) {
                      .prefix_len = f.prefix_len,
                      .trace_path = f.trace,
                      .time_scale = f.time_scale,
+                     .max_input_len = f.max_input_len,
+                     .max_output_len = f.max_output_len,
                      .prompts_path = f.prompts,
                      .num_turns = f.turns,
                      .num_requests = f.num_requests,
@@ -395,6 +399,11 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
                   "trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL (timestamp ms, "
                   "input_length, output_length, hash_ids of 512-token blocks)");
   cmd->add_option("--time-scale", flags->time_scale, "trace: arrival times are divided by this (2 = twice as fast)")
+      ->capture_default_str();
+  cmd->add_option("--max-input-len", flags->max_input_len,
+                  "trace: cap each request's input tokens, for servers with a short context (0: no cap)")
+      ->capture_default_str();
+  cmd->add_option("--max-output-len", flags->max_output_len, "trace: cap each request's output tokens (0: no cap)")
       ->capture_default_str();
   cmd->add_option("--prompts", flags->prompts,
                   "prompts / conversation: JSONL with prompt, messages, turns (MT-Bench), instruction, text or "

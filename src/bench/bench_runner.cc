@@ -21,6 +21,8 @@ double Since(Clock::time_point a, Clock::time_point b) { return std::chrono::dur
 
 // Bytes of an error body kept for the message.
 constexpr size_t kMaxErrorBody = 4096;
+// An event (or a line) longer than this is not an OpenAI chunk; the rest of the stream is dropped.
+constexpr size_t kMaxEventBytes = 16 << 20;
 
 std::string ErrorKind(const Status& s, bool got_head) {
   switch (s.code()) {
@@ -56,6 +58,7 @@ struct InFlight {
   std::string content_type;
   bool chat = false;
   bool saw_done = false;
+  bool oversized = false;
   bool has_usage = false;
   int64_t usage_prompt = 0, usage_completion = 0;
   int64_t content_chunks = 0;
@@ -278,8 +281,13 @@ class Runner {
                   .on_data =
                       [f](std::string_view data) {
                         f->now = Clock::now();
-                        if (f->status == 200) {
+                        if (f->status == 200 && !f->oversized) {
                           f->parser->Feed(data);
+                          if (f->parser->pending_bytes() > kMaxEventBytes) {
+                            f->oversized = true;  // memory stays bounded whatever the server sends
+                            f->record.error_kind = "oversized_event";
+                            f->record.error_message = "an event of more than 16 MiB without an end";
+                          }
                         } else if (f->error_body.size() < kMaxErrorBody) {
                           f->error_body.append(data.substr(0, kMaxErrorBody - f->error_body.size()));
                         }

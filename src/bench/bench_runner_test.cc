@@ -54,6 +54,12 @@ class BenchRunnerTest : public ::testing::Test {
     w->StartStream(200, "text/event-stream");
     std::lock_guard<std::mutex> lock(mutex_);
     threads_.emplace_back([w, n, mode, chat] {
+      if (mode == "huge") {  // one event that never ends
+        w->Write("data: ");
+        for (int mb = 0; mb < 17; ++mb) w->Write(std::string(1 << 20, 'x'));
+        w->End();
+        return;
+      }
       for (int i = 0; i < n; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         if (mode == "fail_midway" && i == 1) {
@@ -163,6 +169,8 @@ TEST_F(BenchRunnerTest, FailuresAreCountedByKindWithTheServersMessage) {
     EXPECT_EQ(r.error_kind, "stream_error");
     EXPECT_EQ(r.error_message, "engine fell over");
   }
+  BenchRun huge = RunBench(*w, Options(R"({"mode":"huge"})"));
+  for (const RequestRecord& r : huge.records) EXPECT_EQ(r.error_kind, "oversized_event");
   BenchRun json = RunBench(*w, Options(R"({"mode":"json"})"));
   for (const RequestRecord& r : json.records) {
     EXPECT_EQ(r.error_kind, "not_streamed");

@@ -182,23 +182,18 @@ class ProgressBar {
   bool shown_ = false;
 };
 
-int RunBenchCommand(const BenchFlags& f) {
-  RaiseFileLimit();
+// The server and what every request carries, from the flags.
+StatusOr<BenchTarget> BuildTarget(const BenchFlags& f) {
   StatusOr<HttpUrl> url = ParseHttpUrl(f.url);
-  if (!url.ok()) return Fail("--url " + url.status().message());
-  if (f.endpoint != "completions" && f.endpoint != "chat") return Fail("--endpoint must be completions or chat");
-  if (f.prompt_ids && f.endpoint == "chat") return Fail("--prompt-ids needs --endpoint completions");
-  StatusOr<Slo> slo = ParseSlo(f.slo);
-  if (!slo.ok()) return Fail(slo.status().message());
-  if (!f.extra_body.empty() && !nlohmann::json::parse(f.extra_body, nullptr, false).is_object()) {
-    return Fail("--extra-body must be a JSON object");
+  if (!url.ok()) return InvalidArgumentError("--url " + url.status().message());
+  if (f.endpoint != "completions" && f.endpoint != "chat") {
+    return InvalidArgumentError("--endpoint must be completions or chat");
   }
-  if (f.concurrency < 0) return Fail("--concurrency must be >= 0");
-  if (!(f.request_rate > 0)) return Fail("--request-rate must be > 0 (inf: all at once)");
-  if (!(f.burstiness > 0)) return Fail("--burstiness must be > 0");
-  if (f.duration < 0 || f.warmup < 0) return Fail("--duration and --warmup must be >= 0");
-  if (!(f.request_timeout > 0)) return Fail("--request-timeout must be > 0");
-
+  if (f.prompt_ids && f.endpoint == "chat") return InvalidArgumentError("--prompt-ids needs --endpoint completions");
+  if (!f.extra_body.empty() && !nlohmann::json::parse(f.extra_body, nullptr, false).is_object()) {
+    return InvalidArgumentError("--extra-body must be a JSON object");
+  }
+  if (!(f.request_timeout > 0)) return InvalidArgumentError("--request-timeout must be > 0");
   BenchTarget target{.url = *url,
                      .endpoint = f.endpoint,
                      .model = f.model,
@@ -212,22 +207,18 @@ int RunBenchCommand(const BenchFlags& f) {
   }
   for (const std::string& h : f.headers) {
     const size_t colon = h.find(':');
-    if (colon == std::string::npos || colon == 0) return Fail("--header '" + h + "' is not 'Name: value'");
+    if (colon == std::string::npos || colon == 0) {
+      return InvalidArgumentError("--header '" + h + "' is not 'Name: value'");
+    }
     std::string value = h.substr(colon + 1);
     value.erase(0, value.find_first_not_of(' '));
     target.headers.emplace_back(h.substr(0, colon), value);
   }
+  return target;
+}
 
-  std::optional<GgufFile> vocab_file;
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (!f.tokenizer.empty()) {
-    StatusOr<GgufFile> file = GgufFile::Open(f.tokenizer);
-    if (!file.ok()) return Fail("--tokenizer " + file.status().message());
-    vocab_file.emplace(std::move(file).value());
-    StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromGguf(*vocab_file);
-    if (!t.ok()) return Fail("--tokenizer " + f.tokenizer + ": " + t.status().message());
-    tokenizer = std::move(t).value();
-  }
+// The workload's options from the flags (the tokenizer, when given, stays owned by the caller).
+StatusOr<WorkloadOptions> BuildWorkloadOptions(const BenchFlags& f, const Tokenizer* tokenizer) {
   WorkloadOptions wo{.kind = f.workload,
                      .num_prefixes = f.num_prefixes,
                      .prefix_len = f.prefix_len,
@@ -239,76 +230,125 @@ int RunBenchCommand(const BenchFlags& f) {
                      .num_turns = f.turns,
                      .num_requests = f.num_requests,
                      .seed = f.seed,
-                     .tokenizer = tokenizer.get(),
+                     .tokenizer = tokenizer,
                      .prompt_ids = f.prompt_ids};
   StatusOr<LengthDist> in = LengthDist::Parse(f.input_len), out = LengthDist::Parse(f.output_len);
-  if (!in.ok()) return Fail("--input-len " + in.status().message());
-  if (!out.ok()) return Fail("--output-len " + out.status().message());
+  if (!in.ok()) return InvalidArgumentError("--input-len " + in.status().message());
+  if (!out.ok()) return InvalidArgumentError("--output-len " + out.status().message());
   wo.input_len = *in;
   wo.output_len = *out;
-  StatusOr<std::unique_ptr<Workload>> workload = Workload::Create(wo);
-  if (!workload.ok()) return Fail(workload.status().message());
+  return wo;
+}
 
-  const HttpClientOptions tls{.verify_peer = !f.insecure, .ca_file = f.ca_file};
-  if (target.model.empty()) {
-    StatusOr<std::string> model = DiscoverModel(target, tls);
-    if (!model.ok()) return Fail(model.status().message());
-    target.model = *model;
-  }
-
-  BenchRunOptions ro{.target = target,
-                     .concurrency = f.concurrency,
-                     .request_rate = f.request_rate,
-                     .burstiness = f.burstiness,
-                     .duration_seconds = f.duration,
-                     .seed = f.seed};
-  std::string arrivals;
+// "concurrency 4", "rate 2/s (Poisson), at most 8 in flight", "the trace's times / 4".
+std::string DescribeArrivals(const BenchFlags& f, bool trace_times) {
+  char buf[128];
+  std::string arrivals = "all at once";
   if (!std::isinf(f.request_rate)) {
-    char buf[96];
     if (f.burstiness == 1) {
       std::snprintf(buf, sizeof(buf), "rate %g/s (Poisson)", f.request_rate);
     } else {
       std::snprintf(buf, sizeof(buf), "rate %g/s (gamma, burstiness %g)", f.request_rate, f.burstiness);
     }
     arrivals = buf;
-  } else if ((*workload)->has_arrival_times()) {
-    char buf[64];
+  } else if (trace_times) {
     std::snprintf(buf, sizeof(buf), "the trace's times / %g", f.time_scale);
     arrivals = f.time_scale != 1 ? std::string(buf) : "the trace's times";
-  } else {
-    arrivals = "all at once";
   }
   if (f.concurrency > 0) {
     arrivals = arrivals == "all at once" ? "concurrency " + std::to_string(f.concurrency)
                                          : arrivals + ", at most " + std::to_string(f.concurrency) + " in flight";
   }
+  return arrivals;
+}
 
+// Warm-up requests have the workload's shape but their own text (another seed), so
+// they do not fill a prefix cache with the measured prompts; they run on the
+// measured run's client, whose connections stay open for it.
+Status Warmup(const BenchFlags& f, WorkloadOptions wo, BenchRunOptions ro, HttpClient& client) {
+  wo.seed = f.seed + 0x5EED;
+  wo.num_requests = f.warmup;
+  StatusOr<std::unique_ptr<Workload>> warm = Workload::Create(wo);
+  if (!warm.ok()) return warm.status();
+  ro.request_rate = std::numeric_limits<double>::infinity();
+  ro.use_trace_times = false;
+  ro.duration_seconds = 0;
+  if (ro.concurrency <= 0) ro.concurrency = 16;
+  std::fprintf(stderr, "tachyon bench: %lld warm-up requests...\n", static_cast<long long>(f.warmup));
+  BenchRun w = RunBench(**warm, ro, client);
+  int64_t failed = 0;
+  for (const RequestRecord& r : w.records) failed += r.ok ? 0 : 1;
+  if (failed > 0) std::fprintf(stderr, "tachyon bench: %lld warm-up requests failed\n", static_cast<long long>(failed));
+  return Status::Ok();
+}
+
+// The terminal summary, then the files asked for.
+Status Report(const BenchFlags& f, const RunFile& file) {
+  std::printf("%s", RenderTerminalSummary(file).c_str());
+  if (!f.out.empty()) {
+    Status s = WriteRunFile(f.out, file);
+    if (!s.ok()) return s;
+    std::printf("\nrecords and summary: %s\n", f.out.c_str());
+  }
+  if (!f.html.empty()) {
+    std::ofstream h(f.html, std::ios::binary | std::ios::trunc);
+    h << RenderHtmlReport(file);
+    if (!h) return UnavailableError(f.html + ": cannot write");
+    std::printf("report: %s\n", f.html.c_str());
+  }
+  return Status::Ok();
+}
+
+int RunBenchCommand(const BenchFlags& f) {
+  RaiseFileLimit();
+  StatusOr<BenchTarget> target = BuildTarget(f);
+  if (!target.ok()) return Fail(target.status().message());
+  StatusOr<Slo> slo = ParseSlo(f.slo);
+  if (!slo.ok()) return Fail(slo.status().message());
+  if (f.concurrency < 0) return Fail("--concurrency must be >= 0");
+  if (!(f.request_rate > 0)) return Fail("--request-rate must be > 0 (inf: all at once)");
+  if (!(f.burstiness > 0)) return Fail("--burstiness must be > 0");
+  if (f.duration < 0 || f.warmup < 0) return Fail("--duration and --warmup must be >= 0");
+
+  std::optional<GgufFile> vocab_file;
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!f.tokenizer.empty()) {
+    StatusOr<GgufFile> file = GgufFile::Open(f.tokenizer);
+    if (!file.ok()) return Fail("--tokenizer " + file.status().message());
+    vocab_file.emplace(std::move(file).value());
+    StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromGguf(*vocab_file);
+    if (!t.ok()) return Fail("--tokenizer " + f.tokenizer + ": " + t.status().message());
+    tokenizer = std::move(t).value();
+  }
+  StatusOr<WorkloadOptions> wo = BuildWorkloadOptions(f, tokenizer.get());
+  if (!wo.ok()) return Fail(wo.status().message());
+  StatusOr<std::unique_ptr<Workload>> workload = Workload::Create(*wo);
+  if (!workload.ok()) return Fail(workload.status().message());
+
+  const HttpClientOptions tls{.verify_peer = !f.insecure, .ca_file = f.ca_file};
+  if (target->model.empty()) {
+    StatusOr<std::string> model = DiscoverModel(*target, tls);
+    if (!model.ok()) return Fail(model.status().message());
+    target->model = *model;
+  }
+  BenchRunOptions ro{.target = *target,
+                     .concurrency = f.concurrency,
+                     .request_rate = f.request_rate,
+                     .burstiness = f.burstiness,
+                     .duration_seconds = f.duration,
+                     .seed = f.seed};
   HttpClient client(tls);
   if (f.warmup > 0) {
-    // Warm-up requests have the workload's shape but their own text (another seed), so
-    // they do not fill a prefix cache with the measured prompts.
-    WorkloadOptions wwo = wo;
-    wwo.seed = f.seed + 0x5EED;
-    wwo.num_requests = f.warmup;
-    StatusOr<std::unique_ptr<Workload>> warm = Workload::Create(wwo);
-    if (!warm.ok()) return Fail(warm.status().message());
-    BenchRunOptions wro = ro;
-    wro.request_rate = std::numeric_limits<double>::infinity();
-    wro.use_trace_times = false;
-    wro.duration_seconds = 0;
-    if (wro.concurrency <= 0) wro.concurrency = 16;
-    std::fprintf(stderr, "tachyon bench: %lld warm-up requests...\n", static_cast<long long>(f.warmup));
-    BenchRun w = RunBench(**warm, wro, client);
-    int64_t failed = 0;
-    for (const RequestRecord& r : w.records) failed += r.ok ? 0 : 1;
-    if (failed > 0) std::fprintf(stderr, "tachyon bench: %lld warm-up requests failed\n", static_cast<long long>(failed));
+    Status s = Warmup(f, *wo, ro, client);
+    if (!s.ok()) return Fail(s.message());
   }
 
   ProgressBar bar(!f.no_progress && ::isatty(STDERR_FILENO));
   ro.on_progress = [&bar](const BenchProgress& p) { bar.Show(p); };
   ro.stop_on_interrupt = true;
-  std::fprintf(stderr, "tachyon bench: %s -> %s%s\n", (*workload)->Describe().c_str(), f.url.c_str(),
-               EndpointPath(target).c_str());
+  const std::string endpoint = (target->url.tls ? "https://" : "http://") + target->url.host + ":" +
+                               std::to_string(target->url.port) + EndpointPath(*target);
+  std::fprintf(stderr, "tachyon bench: %s -> %s\n", (*workload)->Describe().c_str(), endpoint.c_str());
   const std::string started = UtcNow();
   BenchRun run = RunBench(**workload, ro, client);
   bar.End();
@@ -320,9 +360,9 @@ int RunBenchCommand(const BenchFlags& f) {
                                          : "bench run",
                .url = f.url,
                .endpoint = f.endpoint,
-               .model = target.model,
+               .model = target->model,
                .workload = (*workload)->Describe(),
-               .arrivals = arrivals,
+               .arrivals = DescribeArrivals(f, (*workload)->has_arrival_times()),
                .started_at = started,
                .command = f.command,
                .seed = f.seed,
@@ -334,18 +374,8 @@ int RunBenchCommand(const BenchFlags& f) {
                .connections_reused = run.client.connections_reused};
   file.records = std::move(run.records);
   file.summary = Summarize(file.records, file.info.duration_seconds, file.info.slo);
-  std::printf("%s", RenderTerminalSummary(file).c_str());
-  if (!f.out.empty()) {
-    Status s = WriteRunFile(f.out, file);
-    if (!s.ok()) return Fail(s.message());
-    std::printf("\nrecords and summary: %s\n", f.out.c_str());
-  }
-  if (!f.html.empty()) {
-    std::ofstream h(f.html, std::ios::binary | std::ios::trunc);
-    h << RenderHtmlReport(file);
-    if (!h) return Fail(f.html + ": cannot write");
-    std::printf("report: %s\n", f.html.c_str());
-  }
+  Status reported = Report(f, file);
+  if (!reported.ok()) return Fail(reported.message());
   // Exit 1 when nothing succeeded, so scripts notice a dead or misconfigured target.
   return file.summary.num_ok == 0 && file.summary.num_requests > 0 ? 1 : 0;
 }

@@ -116,10 +116,13 @@ struct HttpClient::Impl {
     return *ssl;
   }
 
+  // Declaration order is destruction order reversed: the pooled streams go before the
+  // loop, and the loop (with the coroutine frames of unfinished exchanges) before the
+  // TLS context their streams were made from.
   HttpClientOptions options;
-  asio::io_context io{1};
   std::optional<asio::ssl::context> ssl;
   std::string ca_error;
+  asio::io_context io{1};
   std::vector<std::unique_ptr<asio::signal_set>> signals;
   std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
   std::unordered_map<std::string, std::vector<std::unique_ptr<TlsStream>>> idle_tls;

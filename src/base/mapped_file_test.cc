@@ -1,5 +1,7 @@
 #include "base/mapped_file.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,7 +12,7 @@ namespace tachyon {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/mapped_file_test_" + name;
+  return ::testing::TempDir() + "/mapped_file_test_" + std::to_string(::getpid()) + "_" + name;
 }
 
 TEST(MappedFileTest, MapsContents) {

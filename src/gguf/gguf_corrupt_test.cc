@@ -1,5 +1,7 @@
 // Truncated, corrupt and hostile files: each gets its own specific error,
 // never a crash, an out-of-bounds read or an allocation by an unchecked count.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "gguf/gguf_file.h"
@@ -166,7 +168,7 @@ TEST(GgufCorruptTest, BadTensorInfos) {
 }
 
 TEST(GgufCorruptTest, ErrorsFromOpenNameThePath) {
-  std::string path = ::testing::TempDir() + "/corrupt_open.gguf";
+  std::string path = ::testing::TempDir() + "/corrupt_open_" + std::to_string(::getpid()) + ".gguf";
   {
     std::ofstream out(path, std::ios::binary);
     out << "GGUF\x03";

@@ -1,5 +1,7 @@
 // Write -> read round trips: every metadata type, arrays (nested, empty, strings),
 // tensors of several types, and alignment other than the default.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +16,10 @@
 namespace tachyon {
 namespace {
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// ctest runs test cases as parallel processes: the pid keeps their files apart.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::vector<std::pair<std::string, GgufValue>> EveryMetadataType() {
   return {

@@ -1,5 +1,7 @@
 #include "model/model_gen.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,10 @@
 namespace tachyon {
 namespace {
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// ctest runs test cases as parallel processes: the pid keeps their files apart.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
 
 ModelGenResult Generate(const ModelShape& shape, GgmlType type, uint64_t seed,
                         const std::string& path, int threads = 2, std::string vocab = "") {

@@ -1,5 +1,7 @@
 #include "model/model_quantize.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +18,10 @@
 namespace tachyon {
 namespace {
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// ctest runs test cases as parallel processes: the pid keeps their files apart.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
 
 // llama-quantize --pure made the Q8_0 and Q4_0 fixtures from the F32 one; so must we, byte for byte.
 TEST(ModelQuantizeTest, ReproducesLlamaCppPureQuantization) {

@@ -2,6 +2,8 @@
 // results, long contexts work, and broken files fail to load with clear errors.
 #include "model/model.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +18,10 @@
 namespace tachyon {
 namespace {
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// ctest runs test cases as parallel processes: the pid keeps their files apart.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::unique_ptr<Model> Generate(const ModelShape& shape, GgmlType type, const std::string& name) {
   std::string path = TempPath(name);

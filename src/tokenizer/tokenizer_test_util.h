@@ -1,6 +1,8 @@
 // Small hand-built vocabularies for tokenizer unit tests (no fixtures needed).
 #pragma once
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,7 +29,9 @@ struct VocabSpec {
 
 // Writes the vocabulary as a vocab-only GGUF and opens it (the real load path).
 inline StatusOr<GgufFile> WriteVocab(const VocabSpec& spec, const std::string& name) {
-  std::string path = ::testing::TempDir() + "/vocab_" + name + ".gguf";
+  // ctest runs test cases as parallel processes, several of which write the same
+  // vocabulary: the pid keeps their files apart (a shared name made one rename fail).
+  std::string path = ::testing::TempDir() + "/vocab_" + name + "_" + std::to_string(::getpid()) + ".gguf";
   GgufWriter writer;
   writer.SetMetadata("general.architecture", "llama");
   writer.SetMetadata("tokenizer.ggml.model", GgufValue(spec.model));

@@ -1,4 +1,6 @@
 // The real binary: `tachyon --help/--version`, `model gen`, `model info`.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,7 +19,10 @@ std::string SharedDir() {
   return env != nullptr ? env : TACHYON_SHARED_DIR;
 }
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// ctest runs test cases as parallel processes: the pid keeps their files apart.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
 
 TEST(CliTest, VersionAndHelp) {
   CommandResult version = RunTachyon("--version");

@@ -1,4 +1,6 @@
 // `tachyon run` end to end: the real binary against llama2.c's stories260K outputs.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -61,7 +63,7 @@ TEST(RunTest, PromptIdsAndPrintIds) {
 }
 
 TEST(RunTest, SeededSamplingRepeatsAndErrorsAreClear) {
-  std::string path = ::testing::TempDir() + "/run_tiny.gguf";
+  std::string path = ::testing::TempDir() + "/run_tiny_" + std::to_string(::getpid()) + ".gguf";
   ASSERT_EQ(RunTachyon("model gen --shape tiny --type q4_0 --out " + path).exit_code, 0);
   std::string cmd = "run --model " + path + " -p 'Hello' -n 16 --temp 1 --seed 42 --print-ids --ignore-eos";
   CommandResult a = RunTachyon(cmd), b = RunTachyon(cmd);

@@ -119,11 +119,15 @@ TEST_F(BenchRunnerTest, TimesEveryChunkAndTakesTokensFromUsage) {
     EXPECT_TRUE(r.tokens_from_usage);
     EXPECT_EQ(r.output_tokens, 5);
     EXPECT_EQ(r.prompt_tokens, 7);
-    // Chunks were written 20 ms apart: every gap is at least that (sleep never returns early).
-    for (size_t i = 1; i < r.chunk_seconds.size(); ++i) {
-      EXPECT_GE(r.chunk_seconds[i] - r.chunk_seconds[i - 1], 0.015);
+    // Chunk i was written after (i + 1) sleeps of 20 ms, so it cannot arrive earlier
+    // (sleeps never return early); and chunks were read one by one, not all at the end
+    // (most gaps are long even on a loaded machine).
+    int long_gaps = 0;
+    for (size_t i = 0; i < r.chunk_seconds.size(); ++i) {
+      EXPECT_GE(r.chunk_seconds[i], 0.0199 * static_cast<double>(i + 1)) << i;
+      if (i > 0 && r.chunk_seconds[i] - r.chunk_seconds[i - 1] > 0.005) ++long_gaps;
     }
-    EXPECT_GE(r.chunk_seconds.front(), 0.015);
+    EXPECT_GE(long_gaps, 3);
     EXPECT_GE(r.e2e_seconds, r.chunk_seconds.back());
   }
   // Closed loop of 3: requests 3..5 start after one of 0..2 ends.
@@ -230,7 +234,11 @@ TEST_F(BenchRunnerTest, RequestRateSpreadsArrivals) {
   std::vector<double> starts;
   for (const RequestRecord& r : run.records) starts.push_back(r.start_seconds);
   std::sort(starts.begin(), starts.end());
-  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(starts[i], expected[i], 0.02) << i;
+  // Never before its time; late only by the loop's (and a loaded machine's) delay.
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_GE(starts[i], expected[i] - 1e-3) << i;
+    EXPECT_LE(starts[i], expected[i] + 0.2) << i;
+  }
 }
 
 TEST_F(BenchRunnerTest, ASharedClientKeepsItsConnectionsForTheNextRun) {

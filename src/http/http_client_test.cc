@@ -96,8 +96,9 @@ TEST_F(HttpClientTest, StreamArrivesPieceByPieceAsWritten) {
   client.Run();
   ASSERT_TRUE(e.done.ok()) << e.done.ToString();
   EXPECT_EQ(e.body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
-  // Written 30 ms apart, so each event is its own read.
-  EXPECT_EQ(e.pieces.size(), 4u);
+  // Written 30 ms apart, so each event is normally its own read (4); a stalled
+  // machine may join two, but a client that waits for the end gives 1.
+  EXPECT_GE(e.pieces.size(), 3u);
 }
 
 TEST_F(HttpClientTest, KeepAliveConnectionIsReused) {

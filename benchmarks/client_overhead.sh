@@ -6,7 +6,8 @@
 #  1. streams per second: every response (N_CHUNKS content chunks of OpenAI's
 #     size, usage, [DONE]) written at once; closed loop at several concurrencies;
 #     the client's CPU share shows whether it, not the server, is the limit
-#     (both shares are of the whole command's wall time, warm-up included).
+#     (the client's is bench's own figure for the measured run; the server's is of
+#     the whole command's wall time, warm-up included).
 #  2. added latency: one chunk every 10 ms on the server's timer, at 1, 100, 1000
 #     and 2000 concurrent streams; TTFT against a server that answers at once is
 #     the client + loopback floor, and ITL - 10 ms is what is added per chunk.
@@ -44,13 +45,13 @@ wall, user, sys_ = map(float, open(sys.argv[2]).read().split()[-3:])
 server_cpu = int(sys.argv[5]) / 100.0
 print(f"| {sys.argv[4]} | {sys.argv[3]} | {s['num_ok']}/{s['num_requests']} | {s['request_throughput']:.0f} | "
       f"{s['output_token_throughput']:.0f} | {s['ttft']['p50_ms']:.2f} / {s['ttft']['p99_ms']:.2f} | "
-      f"{s['itl']['p50_ms']:.2f} / {s['itl']['p99_ms']:.2f} | {100 * (user + sys_) / wall:.0f}% | "
-      f"{100 * server_cpu / wall:.0f}% |")
+      f"{s['itl']['p50_ms']:.2f} / {s['itl']['p99_ms']:.2f} | {100 * run['info']['client_cpu_share']:.0f}% | "
+      f"{run['info']['client_lag_p99_ms']:.2f} | {100 * server_cpu / wall:.0f}% |")
 PY
 }
 
-echo "| mode | concurrency | ok | streams/s | chunks/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | client CPU | server CPU |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| mode | concurrency | ok | streams/s | chunks/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | client CPU | client loop lag p99 ms | server CPU |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for c in 16 64 256 1024; do run "$port_fast" "$c" 40000 "at once"; done
 for c in 1 100 1000 2000; do
   n=$((c * 4)); [ "$c" = 1 ] && n=50

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sys/resource.h>
 #include <csignal>
 #include <deque>
 #include <map>
@@ -18,6 +19,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// CPU time of the calling thread (the client's loop), user + system, in seconds.
+double ThreadCpuSeconds() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_THREAD, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// The loop-lag probe's period.
+constexpr auto kLagProbePeriod = std::chrono::milliseconds(10);
 
 // Bytes of an error body kept for the message.
 constexpr size_t kMaxErrorBody = 4096;
@@ -189,7 +201,17 @@ class Runner {
                     });
     }
     if (options_.on_progress) ScheduleProgress();
+    ProbeLag(Clock::now() + kLagProbePeriod);
+    const double cpu_start = ThreadCpuSeconds();
     client_.Run();
+    const double wall = Since(start_, Clock::now());
+    run_.load.cpu_seconds = ThreadCpuSeconds() - cpu_start;
+    run_.load.cpu_share = wall > 0 ? run_.load.cpu_seconds / wall : 0;
+    if (!lags_.empty()) {
+      run_.load.lag_p50_seconds = Percentile(lags_, 0.5);
+      run_.load.lag_p99_seconds = Percentile(lags_, 0.99);
+      run_.load.lag_max_seconds = *std::max_element(lags_.begin(), lags_.end());
+    }
     // Timers, signal waits and abandoned exchanges of this run may still sit in the
     // client's loop; none of them may reach this Runner in the client's next run.
     *alive_ = false;
@@ -337,6 +359,16 @@ class Runner {
     return {num_done_, num_failed_, in_flight_, planned_, Since(start_, Clock::now())};
   }
 
+  // A timer every kLagProbePeriod: how late it fires is how long ready work waits on the loop.
+  void ProbeLag(Clock::time_point due) {
+    client_.RunAt(due, [this, due, alive = alive_] {
+      if (!*alive || finished_) return;
+      const Clock::time_point now = Clock::now();
+      lags_.push_back(Since(due, now));
+      ProbeLag(now + kLagProbePeriod);
+    });
+  }
+
   void ScheduleProgress() {
     client_.RunAt(Clock::now() + std::chrono::microseconds(static_cast<int64_t>(
                                      options_.progress_interval_seconds * 1e6)),
@@ -358,6 +390,7 @@ class Runner {
   Clock::time_point start_, first_send_, last_end_;
   bool first_send_set_ = false;
   bool finished_ = false;
+  std::vector<double> lags_;  // seconds
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once Run() returned
   int64_t in_flight_ = 0, sessions_waiting_ = 0, num_done_ = 0, num_failed_ = 0, planned_ = 0;
 };

@@ -57,12 +57,21 @@ struct BenchRunOptions {
   bool stop_on_interrupt = false;
 };
 
+// How busy the client itself was: a saturated loop delays every timestamp, so each
+// run measures its own load. The lag is how late a timer set every 10 ms fired.
+struct ClientLoad {
+  double cpu_seconds = 0;      // the loop thread's user + system CPU during the run
+  double cpu_share = 0;        // cpu_seconds / the run's wall time: 1 = one core saturated
+  double lag_p50_seconds = 0, lag_p99_seconds = 0, lag_max_seconds = 0;
+};
+
 struct BenchRun {
   std::vector<RequestRecord> records;  // in the order they were sent
   double duration_seconds = 0;          // first send -> last response
   bool stopped_by_duration = false;
   bool interrupted = false;
   HttpClientStats client;  // the client's totals so far (a shared client counts every run)
+  ClientLoad load;
 };
 
 // A path of the API under the URL: ApiPath(t, "/models") = "/v1/models" (the URL

@@ -133,6 +133,12 @@ TEST_F(BenchRunnerTest, TimesEveryChunkAndTakesTokensFromUsage) {
   // Closed loop of 3: requests 3..5 start after one of 0..2 ends.
   EXPECT_GE(run.records[3].start_seconds, run.records[0].e2e_seconds * 0.9);
   EXPECT_GT(progress_calls, 1);
+  // The client measured its own load: some CPU, and lag samples from a ~0.25 s run.
+  EXPECT_GT(run.load.cpu_seconds, 0);
+  EXPECT_GT(run.load.cpu_share, 0);
+  EXPECT_LE(run.load.lag_p50_seconds, run.load.lag_p99_seconds);
+  EXPECT_LE(run.load.lag_p99_seconds, run.load.lag_max_seconds);
+  EXPECT_GT(run.load.lag_max_seconds, 0);
   ASSERT_EQ(bodies_.size(), 6u);
   EXPECT_EQ(bodies_[0]["stream"], true);
   EXPECT_EQ(bodies_[0]["stream_options"]["include_usage"], true);

@@ -28,6 +28,21 @@ std::string Count(int64_t n) {
   return out;
 }
 
+// "12% of one core, loop lag p99 0.05 ms (max 0.30 ms)".
+std::string ClientLoadText(const RunInfo& i) {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%.0f%% of one core, loop lag p99 %.2f ms (max %.2f ms)", i.client_cpu_share * 100,
+                i.client_lag_p99_seconds * 1e3, i.client_lag_max_seconds * 1e3);
+  return buf;
+}
+
+// A loop this busy adds its own delay to what it measures: above 80% of its core,
+// ready work waits for the loop (and a p99 lag of 5 ms is in every percentile).
+bool ClientSaturated(const RunInfo& i) { return i.client_cpu_share > 0.8 || i.client_lag_p99_seconds > 0.005; }
+
+const char* kSaturatedWarning =
+    "the client was busy: its own delay is in these latencies (fewer streams per client, or a client per core)";
+
 std::string SloText(const Slo& slo) {
   std::string out;
   auto add = [&](const char* name, const std::optional<double>& v) {
@@ -189,6 +204,9 @@ std::string RenderTerminalSummary(const RunFile& run) {
                 i.stopped_by_duration ? " (stopped by --duration)" : "",
                 i.stopped_by_interrupt ? " (stopped by Ctrl-C)" : "");
   out += line;
+  std::snprintf(line, sizeof(line), "client    %s\n", ClientLoadText(i).c_str());
+  out += line;
+  if (ClientSaturated(i)) out += std::string("warning   ") + kSaturatedWarning + "\n";
   std::snprintf(line, sizeof(line), "requests  %s ok, %s failed\n", Count(s.num_ok).c_str(),
                 Count(s.num_requests - s.num_ok).c_str());
   out += line;
@@ -261,6 +279,7 @@ std::string RenderHtmlReport(const RunFile& run) {
   std::string tput = Format("%.2f req/s, ", s.request_throughput) + Format("%.1f output tok/s", s.output_token_throughput);
   if (!SloText(i.slo).empty()) tput += Format(", goodput %.2f req/s", s.goodput) + " (" + SloText(i.slo) + ")";
   meta("throughput", tput);
+  meta("client", ClientLoadText(i) + (ClientSaturated(i) ? std::string(": ") + kSaturatedWarning : ""));
   meta("command", i.command);
   h += "</table>\n<table><tr><th class=\"l\">ms</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th>"
        "<th>count</th></tr>\n";

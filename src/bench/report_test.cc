@@ -45,6 +45,7 @@ RunFile MakeRun(int n, double base_ms, uint64_t salt) {
 TEST(RunFileTest, RoundTripsEveryRecord) {
   RunFile run = MakeRun(20, 100, 0);
   run.info.slo.e2e_seconds = 1.5;
+  run.info.client_lag_p99_seconds = 0.0025;
   const std::string path =
       (std::filesystem::temp_directory_path() / ("run_file_test_" + std::to_string(::getpid()) + ".json")).string();
   ASSERT_TRUE(WriteRunFile(path, run).ok());
@@ -59,6 +60,7 @@ TEST(RunFileTest, RoundTripsEveryRecord) {
     EXPECT_EQ(back->records[i].error_message, run.records[i].error_message);
   }
   EXPECT_DOUBLE_EQ(*back->info.slo.e2e_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(back->info.client_lag_p99_seconds, run.info.client_lag_p99_seconds);
   EXPECT_FALSE(back->info.slo.tpot_seconds.has_value());
   EXPECT_DOUBLE_EQ(back->summary.ttft.p95, run.summary.ttft.p95);
   EXPECT_EQ(back->summary.errors_by_kind.at("http_503"), 1);
@@ -85,6 +87,11 @@ TEST(ReportTest, TerminalSummaryShowsMetricsAndErrors) {
   EXPECT_NE(text.find("goodput"), std::string::npos);
   EXPECT_NE(text.find("http_503"), std::string::npos);
   EXPECT_NE(text.find("overloaded <now>"), std::string::npos);
+  EXPECT_NE(text.find("client    0% of one core"), std::string::npos) << text;
+  EXPECT_EQ(text.find("the client was busy"), std::string::npos);
+  run.info.client_cpu_share = 0.97;  // a saturated client is called out
+  EXPECT_NE(RenderTerminalSummary(run).find("warning   the client was busy"), std::string::npos);
+  EXPECT_NE(RenderHtmlReport(run).find("the client was busy"), std::string::npos);
 }
 
 TEST(ReportTest, HtmlIsSelfContainedWithThePlots) {

@@ -43,7 +43,10 @@ std::string RunFileJson(const RunFile& run) {
                {"stopped_by_duration", i.stopped_by_duration},
                {"stopped_by_interrupt", i.stopped_by_interrupt},
                {"connections_opened", i.connections_opened},
-               {"connections_reused", i.connections_reused}};
+               {"connections_reused", i.connections_reused},
+               {"client_cpu_share", i.client_cpu_share},
+               {"client_lag_p99_ms", i.client_lag_p99_seconds * 1e3},
+               {"client_lag_max_ms", i.client_lag_max_seconds * 1e3}};
   json summary = {{"num_requests", s.num_requests},
                   {"num_ok", s.num_ok},
                   {"errors_by_kind", s.errors_by_kind},
@@ -126,6 +129,9 @@ StatusOr<RunFile> ReadRunFile(const std::string& path) {
     run.info.stopped_by_interrupt = i.value("stopped_by_interrupt", false);
     run.info.connections_opened = i.value("connections_opened", int64_t{0});
     run.info.connections_reused = i.value("connections_reused", int64_t{0});
+    run.info.client_cpu_share = i.value("client_cpu_share", 0.0);
+    run.info.client_lag_p99_seconds = i.value("client_lag_p99_ms", 0.0) / 1e3;
+    run.info.client_lag_max_seconds = i.value("client_lag_max_ms", 0.0) / 1e3;
     for (const json& r : j["records"]) {
       RequestRecord rec;
       rec.session = r.at("session").get<int64_t>();

@@ -30,6 +30,10 @@ struct RunInfo {
   bool stopped_by_duration = false;
   bool stopped_by_interrupt = false;  // Ctrl-C
   int64_t connections_opened = 0, connections_reused = 0;
+  // The client's own load during the run (see ClientLoad): its CPU share of one
+  // core and how late its loop ran ready work.
+  double client_cpu_share = 0;
+  double client_lag_p99_seconds = 0, client_lag_max_seconds = 0;
 };
 
 struct RunFile {

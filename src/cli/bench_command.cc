@@ -371,7 +371,10 @@ int RunBenchCommand(const BenchFlags& f) {
                .stopped_by_duration = run.stopped_by_duration,
                .stopped_by_interrupt = run.interrupted,
                .connections_opened = run.client.connections_opened,
-               .connections_reused = run.client.connections_reused};
+               .connections_reused = run.client.connections_reused,
+               .client_cpu_share = run.load.cpu_share,
+               .client_lag_p99_seconds = run.load.lag_p99_seconds,
+               .client_lag_max_seconds = run.load.lag_max_seconds};
   file.records = std::move(run.records);
   file.summary = Summarize(file.records, file.info.duration_seconds, file.info.slo);
   Status reported = Report(f, file);

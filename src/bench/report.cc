@@ -250,20 +250,14 @@ std::string RenderTerminalSummary(const RunFile& run) {
   return out;
 }
 
-std::string RenderHtmlReport(const RunFile& run) {
+namespace {
+
+// The run's description, the latency table and the errors, as HTML tables.
+std::string HtmlTables(const RunFile& run) {
   const RunInfo& i = run.info;
   const BenchSummary& s = run.summary;
   std::string h;
-  h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>tachyon bench: " +
-       HtmlEscape(i.label) + "</title>\n";
-  h += "<style>body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}"
-       "h1{font-size:20px}table{border-collapse:collapse;margin:8px 0 16px}"
-       "td,th{border:1px solid #ccc;padding:3px 10px;text-align:right}th{background:#f2f2f2}"
-       "td.l,th.l{text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}"
-       "svg{border:1px solid #ddd;background:#fff}svg text{font:11px sans-serif;fill:#333}"
-       "svg text.title{font-size:13px;font-weight:bold}svg line.grid{stroke:#e6e6e6}"
-       ".meta td{text-align:left}</style></head><body>\n";
-  h += "<h1>tachyon bench: " + HtmlEscape(i.label) + "</h1>\n<table class=\"meta\">";
+  h += "<table class=\"meta\">";
   auto meta = [&](const std::string& k, const std::string& v) {
     h += "<tr><th class=\"l\">" + HtmlEscape(k) + "</th><td>" + HtmlEscape(v) + "</td></tr>";
   };
@@ -302,7 +296,12 @@ std::string RenderHtmlReport(const RunFile& run) {
     }
     h += "</table>\n";
   }
+  return h;
+}
 
+// The plots: CDFs of TTFT and E2E, TTFT over the run, throughput over the run.
+std::string HtmlPlots(const RunFile& run) {
+  std::string h;
   std::vector<double> ttft, e2e;
   Series ttft_time{"TTFT", "#1f77b4", {}, true};
   double end = 0;
@@ -340,7 +339,28 @@ std::string RenderHtmlReport(const RunFile& run) {
   h += Plot("TTFT over the run", "send time (s)", "TTFT (ms)", {ttft_time});
   h += Plot("Output throughput over the run", "time (s)", "output tokens / s", {tok});
   h += Plot("Completed requests over the run", "time (s)", "requests / s", {req});
-  h += "</div>\n<p>Definitions as in vllm bench serve: TTFT from send to the first content chunk, TPOT = (E2E - "
+  h += "</div>\n";
+  return h;
+}
+
+}  // namespace
+
+std::string RenderHtmlReport(const RunFile& run) {
+  const RunInfo& i = run.info;
+  std::string h;
+  h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>tachyon bench: " +
+       HtmlEscape(i.label) + "</title>\n";
+  h += "<style>body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}"
+       "h1{font-size:20px}table{border-collapse:collapse;margin:8px 0 16px}"
+       "td,th{border:1px solid #ccc;padding:3px 10px;text-align:right}th{background:#f2f2f2}"
+       "td.l,th.l{text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}"
+       "svg{border:1px solid #ddd;background:#fff}svg text{font:11px sans-serif;fill:#333}"
+       "svg text.title{font-size:13px;font-weight:bold}svg line.grid{stroke:#e6e6e6}"
+       ".meta td{text-align:left}</style></head><body>\n";
+  h += "<h1>tachyon bench: " + HtmlEscape(i.label) + "</h1>\n";
+  h += HtmlTables(run);
+  h += HtmlPlots(run);
+  h += "<p>Definitions as in vllm bench serve: TTFT from send to the first content chunk, TPOT = (E2E - "
        "TTFT) / (output tokens - 1), ITL every gap between content chunks, E2E from send to the last byte.</p>\n";
   h += "</body></html>\n";
   return h;

@@ -18,7 +18,8 @@ struct MetricDef {
 
 // Time bins of a run for the rate metrics: resampling requests cannot move a rate
 // when every request succeeded, so the run is cut into kNumBins slices of its
-// duration and the slices are resampled. Slice i holds what finished in it.
+// duration and the slices are resampled. Slice i holds the requests that finished
+// in it and the output tokens that arrived in it.
 constexpr int kNumBins = 20;
 struct Bins {
   std::vector<double> requests, tokens, good;
@@ -32,10 +33,16 @@ Bins MakeBins(const RunFile& run, const Slo& slo) {
   for (const RequestRecord& r : run.records) first = std::min(first, r.start_seconds);
   for (const RequestRecord& r : run.records) {
     if (!r.ok) continue;
-    const double end = r.start_seconds + r.e2e_seconds - first;
-    const int i = std::clamp(static_cast<int>(end / d * kNumBins), 0, kNumBins - 1);
+    auto slice = [&](double t) { return std::clamp(static_cast<int>((t - first) / d * kNumBins), 0, kNumBins - 1); };
+    const int i = slice(r.start_seconds + r.e2e_seconds);
     b.requests[i] += 1;
-    b.tokens[i] += static_cast<double>(r.output_tokens);
+    // Output tokens stream: each content chunk's share goes to the slice it arrived in.
+    if (r.chunk_seconds.empty()) {
+      b.tokens[i] += static_cast<double>(r.output_tokens);
+    } else {
+      const double per_chunk = static_cast<double>(r.output_tokens) / static_cast<double>(r.chunk_seconds.size());
+      for (double c : r.chunk_seconds) b.tokens[slice(r.start_seconds + c)] += per_chunk;
+    }
     std::vector<const RequestRecord*> one = {&r};
     if (Summarize(one, 1, slo).goodput > 0) b.good[i] += 1;
   }

@@ -14,6 +14,7 @@
 #include <boost/asio/ssl.hpp>
 
 #include <cctype>
+#include <cstdio>
 #include <limits>
 #include <optional>
 
@@ -72,8 +73,9 @@ constexpr size_t kMaxIdlePerHost = 8192;
 Status NetworkError(const std::string& what, const HttpClientRequest& r, const boost::system::error_code& ec) {
   const std::string where = r.host + ":" + std::to_string(r.port);
   if (ec == beast::error::timeout) {
-    return OutOfRangeError(what + " " + where + ": no complete response within " +
-                           std::to_string(r.timeout_seconds) + " s");
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", r.timeout_seconds);
+    return OutOfRangeError(what + " " + where + ": no complete response within " + seconds + " s");
   }
   return UnavailableError(what + " " + where + ": " + ec.message());
 }
@@ -84,10 +86,6 @@ bool IsStaleConnection(const boost::system::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
          ec == asio::error::broken_pipe;
 }
-
-}  // namespace
-
-namespace {
 
 // A TLS connection; kept behind a pointer in the pool (the stream does not move).
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;

@@ -69,7 +69,6 @@ struct InFlight {
   int status = 0;
   std::string content_type;
   bool chat = false;
-  bool saw_done = false;
   bool oversized = false;
   bool has_usage = false;
   int64_t usage_prompt = 0, usage_completion = 0;
@@ -81,10 +80,7 @@ struct InFlight {
   // Each event is parsed with simdjson's DOM parser (shared by every stream: one
   // thread) from a padded copy; nlohmann's parser was 40% of the client's time.
   void OnEvent(std::string_view data, EventParser& p) {
-    if (data == "[DONE]") {
-      saw_done = true;
-      return;
-    }
+    if (data == "[DONE]") return;
     p.padded.assign(data.begin(), data.end());
     p.padded.resize(data.size() + simdjson::SIMDJSON_PADDING, '\0');
     simdjson::dom::element doc;
@@ -249,12 +245,12 @@ class Runner {
       run_.stopped_by_duration = true;
       ready_.clear();
     }
-    while (!ready_.empty() && (options_.concurrency <= 0 || in_flight_ < options_.concurrency)) {
+    while (!ready_.empty() && (options_.concurrency <= 0 || static_cast<int64_t>(in_flight_requests_.size()) < options_.concurrency)) {
       Session s = std::move(ready_.front());
       ready_.pop_front();
       Send(std::move(s));
     }
-    if (in_flight_ == 0 && (sessions_waiting_ == 0 || run_.stopped_by_duration)) {
+    if (in_flight_requests_.empty() && (sessions_waiting_ == 0 || run_.stopped_by_duration)) {
       finished_ = true;
       client_.Stop();
     }
@@ -284,7 +280,6 @@ class Runner {
     auto shared_session = std::make_shared<Session>(std::move(session));
     const int64_t expected_prompt = turn.input_tokens;
     const std::string user_text = turn.text;
-    ++in_flight_;
     const int64_t id = next_id_++;
     in_flight_requests_[id] = f;
     f->sent = Clock::now();
@@ -326,7 +321,6 @@ class Runner {
   }
 
   void OnTurnDone(InFlight& f, Session& session, const std::string& user_text) {
-    --in_flight_;
     const int num_turns = workload_.sessions()[session.idx].num_turns;
     const bool ok = f.record.ok;
     ++num_done_;
@@ -356,7 +350,7 @@ class Runner {
   }
 
   BenchProgress Progress() const {
-    return {num_done_, num_failed_, in_flight_, planned_, Since(start_, Clock::now())};
+    return {num_done_, num_failed_, static_cast<int64_t>(in_flight_requests_.size()), planned_, Since(start_, Clock::now())};
   }
 
   // A timer every kLagProbePeriod: how late it fires is how long ready work waits on the loop.
@@ -384,7 +378,7 @@ class Runner {
   HttpClient& client_;
   EventParser events_;
   std::deque<Session> ready_;
-  std::map<int64_t, std::shared_ptr<InFlight>> in_flight_requests_;
+  std::map<int64_t, std::shared_ptr<InFlight>> in_flight_requests_;  // sent, not yet ended
   int64_t next_id_ = 0;
   BenchRun run_;
   Clock::time_point start_, first_send_, last_end_;
@@ -392,7 +386,7 @@ class Runner {
   bool finished_ = false;
   std::vector<double> lags_;  // seconds
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once Run() returned
-  int64_t in_flight_ = 0, sessions_waiting_ = 0, num_done_ = 0, num_failed_ = 0, planned_ = 0;
+  int64_t sessions_waiting_ = 0, num_done_ = 0, num_failed_ = 0, planned_ = 0;
 };
 
 }  // namespace
@@ -409,11 +403,7 @@ std::string EndpointPath(const BenchTarget& target) {
 
 std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
                         const std::vector<std::pair<std::string, std::string>>& history) {
-  nlohmann::json body = nlohmann::json::object();
-  if (!target.extra_body_json.empty()) {
-    nlohmann::json extra = nlohmann::json::parse(target.extra_body_json, nullptr, false);
-    if (extra.is_object()) body = std::move(extra);
-  }
+  nlohmann::json body = target.extra_body.is_object() ? target.extra_body : nlohmann::json::object();
   if (!target.model.empty()) body["model"] = target.model;
   if (target.endpoint == "chat") {
     nlohmann::json messages = nlohmann::json::array();

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/stats.h"
 #include "bench/workload.h"
 #include "http/http_client.h"
@@ -33,7 +35,7 @@ struct BenchTarget {
   std::vector<std::pair<std::string, std::string>> headers;
   bool ignore_eos = false;
   double temperature = 0;
-  std::string extra_body_json;   // a JSON object merged into every request body
+  nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body
   double timeout_seconds = 600;  // per request, connect to last byte
 };
 

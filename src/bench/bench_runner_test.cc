@@ -84,7 +84,7 @@ class BenchRunnerTest : public ::testing::Test {
     o.target.url = {"127.0.0.1", server_->port(), ""};
     o.target.endpoint = endpoint;
     o.target.model = "m";
-    o.target.extra_body_json = extra_body;
+    if (!extra_body.empty()) o.target.extra_body = nlohmann::json::parse(extra_body);
     o.target.timeout_seconds = 10;
     return o;
   }

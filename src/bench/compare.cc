@@ -29,6 +29,7 @@ Bins MakeBins(const RunFile& run, const Slo& slo) {
   Bins b{std::vector<double>(kNumBins, 0), std::vector<double>(kNumBins, 0), std::vector<double>(kNumBins, 0)};
   const double d = run.info.duration_seconds;
   if (d <= 0) return b;
+  const bool has_slo = slo.ttft_seconds || slo.tpot_seconds || slo.e2e_seconds;
   double first = 1e300;
   for (const RequestRecord& r : run.records) first = std::min(first, r.start_seconds);
   for (const RequestRecord& r : run.records) {
@@ -43,8 +44,7 @@ Bins MakeBins(const RunFile& run, const Slo& slo) {
       const double per_chunk = static_cast<double>(r.output_tokens) / static_cast<double>(r.chunk_seconds.size());
       for (double c : r.chunk_seconds) b.tokens[slice(r.start_seconds + c)] += per_chunk;
     }
-    std::vector<const RequestRecord*> one = {&r};
-    if (Summarize(one, 1, slo).goodput > 0) b.good[i] += 1;
+    if (has_slo && MeetsSlo(r, slo)) b.good[i] += 1;
   }
   return b;
 }

@@ -53,6 +53,13 @@ std::optional<double> Tpot(const RequestRecord& r) {
   return (r.e2e_seconds - *ttft) / static_cast<double>(r.output_tokens - 1);
 }
 
+bool MeetsSlo(const RequestRecord& r, const Slo& slo) {
+  const std::optional<double> t = Ttft(r), p = Tpot(r);
+  return r.ok && (!slo.ttft_seconds || (t && *t <= *slo.ttft_seconds)) &&
+         (!slo.tpot_seconds || !p || *p <= *slo.tpot_seconds) &&
+         (!slo.e2e_seconds || r.e2e_seconds <= *slo.e2e_seconds);
+}
+
 BenchSummary Summarize(const std::vector<RequestRecord>& records, double duration_seconds, const Slo& slo) {
   std::vector<const RequestRecord*> pointers;
   pointers.reserve(records.size());
@@ -82,10 +89,7 @@ BenchSummary Summarize(const std::vector<const RequestRecord*>& records, double 
     if (t) ttft.push_back(*t);
     if (p) tpot.push_back(*p);
     for (size_t i = 1; i < r.chunk_seconds.size(); ++i) itl.push_back(r.chunk_seconds[i] - r.chunk_seconds[i - 1]);
-    const bool meets = (!slo.ttft_seconds || (t && *t <= *slo.ttft_seconds)) &&
-                       (!slo.tpot_seconds || !p || *p <= *slo.tpot_seconds) &&
-                       (!slo.e2e_seconds || r.e2e_seconds <= *slo.e2e_seconds);
-    if (has_slo && meets) ++good;
+    if (has_slo && MeetsSlo(r, slo)) ++good;
   }
   s.ttft = DistributeInPlace(ttft);
   s.tpot = DistributeInPlace(tpot);

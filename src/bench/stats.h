@@ -62,6 +62,10 @@ std::optional<double> Ttft(const RequestRecord& r);
 // TPOT of a record, or nullopt below 2 output tokens.
 std::optional<double> Tpot(const RequestRecord& r);
 
+// Whether a successful request meets every SLO that is set (a TPOT SLO does not
+// apply to a request with one output token).
+bool MeetsSlo(const RequestRecord& r, const Slo& slo);
+
 BenchSummary Summarize(const std::vector<RequestRecord>& records, double duration_seconds, const Slo& slo);
 // The same over a selection of records (a bootstrap resample holds some twice).
 BenchSummary Summarize(const std::vector<const RequestRecord*>& records, double duration_seconds, const Slo& slo);

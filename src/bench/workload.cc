@@ -157,6 +157,7 @@ StatusOr<std::unique_ptr<Workload>> Workload::Create(const WorkloadOptions& opti
     return InvalidArgumentError("--prompt-ids does not work with the conversation workload (replies come back as text)");
   }
   if (options.num_requests < 0) return InvalidArgumentError("--num-requests must be >= 0");
+  if (options.prompt_ids) w->bos_ = options.tokenizer->Encode("", {});
   const int64_t synthetic_count = options.num_requests > 0 ? options.num_requests : 100;
   if (kind == "random") {
     for (int64_t i = 0; i < synthetic_count; ++i) w->sessions_.push_back({-1, 1, i});
@@ -381,7 +382,7 @@ BenchTurn Workload::Turn(size_t session, int turn) const {
   out.conversation = kind == "conversation";
   if (options_.prompt_ids) {
     // The specials the tokenizer puts around a prompt (BOS) come first, as the server would add them to text.
-    std::vector<TokenId> with_bos = options_.tokenizer->Encode("", {});
+    std::vector<TokenId> with_bos = bos_;
     with_bos.insert(with_bos.end(), out.ids.begin(), out.ids.end());
     out.ids = std::move(with_bos);
   } else {

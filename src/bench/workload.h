@@ -109,6 +109,7 @@ class Workload {
   std::vector<SessionPlan> sessions_;
   std::vector<TraceRequest> trace_;
   std::vector<PromptEntry> prompts_;
+  std::vector<TokenId> bos_;  // prompt_ids: the specials the tokenizer puts before a prompt
   // shared-prefix: each prefix is built once (tokenizing it is the costly part).
   mutable std::vector<std::optional<BenchTurn>> prefixes_;
 };

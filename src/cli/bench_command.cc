@@ -190,8 +190,10 @@ StatusOr<BenchTarget> BuildTarget(const BenchFlags& f) {
     return InvalidArgumentError("--endpoint must be completions or chat");
   }
   if (f.prompt_ids && f.endpoint == "chat") return InvalidArgumentError("--prompt-ids needs --endpoint completions");
-  if (!f.extra_body.empty() && !nlohmann::json::parse(f.extra_body, nullptr, false).is_object()) {
-    return InvalidArgumentError("--extra-body must be a JSON object");
+  nlohmann::json extra_body = nlohmann::json::object();
+  if (!f.extra_body.empty()) {
+    extra_body = nlohmann::json::parse(f.extra_body, nullptr, false);
+    if (!extra_body.is_object()) return InvalidArgumentError("--extra-body must be a JSON object");
   }
   if (!(f.request_timeout > 0)) return InvalidArgumentError("--request-timeout must be > 0");
   BenchTarget target{.url = *url,
@@ -200,7 +202,7 @@ StatusOr<BenchTarget> BuildTarget(const BenchFlags& f) {
                      .api_key = f.api_key,
                      .ignore_eos = f.ignore_eos,
                      .temperature = f.temperature,
-                     .extra_body_json = f.extra_body,
+                     .extra_body = std::move(extra_body),
                      .timeout_seconds = f.request_timeout};
   if (target.api_key.empty()) {
     if (const char* env = std::getenv("OPENAI_API_KEY"); env != nullptr) target.api_key = env;

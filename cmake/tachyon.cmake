@@ -19,6 +19,8 @@ function(tachyon_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  # Shared test helpers: #include "tests/support/...".
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE
     TACHYON_SHARED_DIR="${TACHYON_SHARED_DIR}"
     TACHYON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

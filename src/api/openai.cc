@@ -48,16 +48,24 @@ std::optional<ApiError> ParseMessages(const json& body, CompletionRequest* r) {
       const json& content = m["content"];
       if (content.is_string()) {
         message.content = content.get<std::string>();
-      } else if (content.is_array()) {  // content parts: the text ones, concatenated
-        for (const json& part : content) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part["text"].is_string()) {
-            return Invalid(where + ".content parts must be {\"type\": \"text\", \"text\": ...}", where + ".content");
+      } else if (content.is_array()) {  // content parts: the text ones concatenated, the others noted
+        for (size_t k = 0; k < content.size(); ++k) {
+          const json& part = content[k];
+          const std::string part_where = where + ".content[" + std::to_string(k) + "]";
+          if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+            return Invalid(part_where + " must be an object with a string 'type'", part_where);
           }
-          message.content += part["text"].get<std::string>();
+          if (part["type"].get_ref<const std::string&>() != "text") {
+            r->has_non_text_parts = true;
+            continue;
+          }
+          if (!part.contains("text") || !part["text"].is_string()) {
+            return Invalid(part_where + ".text must be a string", part_where + ".text");
+          }
+          message.content += part["text"].get_ref<const std::string&>();
         }
       } else {
-        return Invalid(where + ".content must be a string or an array of text parts", where + ".content");
+        return Invalid(where + ".content must be a string or an array of content parts", where + ".content");
       }
     }
     r->messages.push_back(std::move(message));
@@ -99,8 +107,34 @@ std::string ErrorBody(const ApiError& e) {
                  {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}});
 }
 
+namespace {
+std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoint);
+}  // namespace
+
+std::string ErrorMessageOf(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error")) {
+    const json& e = j["error"];
+    if (e.is_object() && e.contains("message") && e["message"].is_string()) return e["message"].get<std::string>();
+    if (e.is_string()) return e.get<std::string>();
+  }
+  return body.substr(0, 300);
+}
+
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view text, Endpoint endpoint) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Every read below checks the type first; this is the net under them, so that
+  // no request can make the parser throw past its caller.
+  try {
+    return ParseFields(std::move(body), endpoint);
+  } catch (const json::exception& e) {
+    return Invalid(std::string("the request body has a field of an unexpected type: ") + e.what(), "");
+  }
+}
+
+namespace {
+
+std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoint) {
   if (body.is_discarded()) return Invalid("the request body is not valid JSON", "");
   if (!body.is_object()) return Invalid("the request body must be a JSON object", "");
   CompletionRequest r;
@@ -121,6 +155,15 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
   if (auto e = Number(body, "top_p", 0.0, 1.0, &r.sampling.top_p)) return *e;
   if (auto e = Number(body, "presence_penalty", -2.0, 2.0, &r.sampling.presence_penalty)) return *e;
   if (auto e = Number(body, "frequency_penalty", -2.0, 2.0, &r.sampling.frequency_penalty)) return *e;
+  if (auto e = Number(body, "repetition_penalty", 0.01, 100.0, &r.sampling.repetition_penalty)) return *e;
+  if (auto e = Number(body, "min_p", 0.0, 1.0, &r.sampling.min_p)) return *e;
+  if (body.contains("top_k") && !body["top_k"].is_null()) {
+    if (!body["top_k"].is_number_integer() || body["top_k"].get<int64_t>() < -1 ||
+        body["top_k"].get<int64_t>() > INT32_MAX) {
+      return Invalid("'top_k' must be an integer >= -1 (-1 or 0: off)", "top_k");
+    }
+    r.sampling.top_k = std::max<int>(0, static_cast<int>(body["top_k"].get<int64_t>()));
+  }
   if (body.contains("seed") && !body["seed"].is_null()) {
     if (!body["seed"].is_number_integer()) return Invalid("'seed' must be an integer", "seed");
     r.sampling.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
@@ -139,7 +182,10 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
     }
   }
   if (body.contains("n") && !body["n"].is_null()) {
-    if (!body["n"].is_number_integer() || body["n"].get<int64_t>() != 1) return Invalid("only 'n' = 1 is supported", "n");
+    if (!body["n"].is_number_integer() || body["n"].get<int64_t>() < 1 || body["n"].get<int64_t>() > 128) {
+      return Invalid("'n' must be an integer from 1 to 128", "n");
+    }
+    r.n = body["n"].get<int>();
   }
   if (auto e = Bool(body, "stream", &r.stream)) return *e;
   if (auto e = Bool(body, "ignore_eos", &r.ignore_eos)) return *e;
@@ -168,19 +214,9 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
     r.num_logprobs = body["logprobs"].get<int>();
   }
   if (body.contains("user") && body["user"].is_string()) r.user = body["user"].get<std::string>();
+  r.body = std::move(body);
   return r;
 }
-
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kTimeout: return "timeout";
-    default: return nullptr;
-  }
-}
-
-namespace {
 
 json UsageJson(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
@@ -188,9 +224,8 @@ json UsageJson(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-json Reason(FinishReason reason) {
-  const char* name = FinishReasonName(reason);
-  return name ? json(name) : json(nullptr);
+json Reason(const std::string& finish_reason) {
+  return finish_reason.empty() ? json(nullptr) : json(finish_reason);
 }
 
 json Bytes(const std::string& s) {
@@ -229,7 +264,7 @@ json LogprobsJson(Endpoint endpoint, const std::vector<LogprobEntry>* entries, i
 }  // namespace
 
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                           const std::string& text, FinishReason reason, const Usage& usage,
+                           const std::string& text, const std::string& reason, const Usage& usage,
                            const std::vector<LogprobEntry>* logprobs) {
   json choice = {{"index", 0}, {"logprobs", LogprobsJson(endpoint, logprobs, 0)}, {"finish_reason", Reason(reason)}};
   json out = {{"id", id}, {"created", created}, {"model", model}};
@@ -246,7 +281,7 @@ std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t cre
 }
 
 std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                      const std::string& text, FinishReason reason, bool first,
+                      const std::string& text, const std::string& reason, bool first,
                       const std::vector<LogprobEntry>* logprobs, int64_t text_offset) {
   json choice = {{"index", 0},
                  {"logprobs", LogprobsJson(endpoint, logprobs, text_offset)},
@@ -255,7 +290,7 @@ std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created,
   if (endpoint == Endpoint::kChatCompletions) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!text.empty() || reason == FinishReason::kNone) delta["content"] = text;
+    if (!text.empty() || reason.empty()) delta["content"] = text;
     choice["delta"] = delta;
     out["object"] = "chat.completion.chunk";
   } else {

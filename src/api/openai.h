@@ -1,7 +1,10 @@
 // The OpenAI-compatible API: request parsing with validation, and the JSON of
 // responses, stream chunks and errors in the shapes OpenAI's clients parse.
-// Unknown fields are ignored; a known field of the wrong type is an error
-// that names it.
+// A known field of the wrong type is an error that names it. The parsed body is
+// kept whole (CompletionRequest::body), so fields Tachyon does not interpret
+// (tools, response_format, ...) pass through to a remote upstream unchanged.
+// Nothing here depends on the engine: what a backend can do (n > 1, image
+// parts) is the backend's to accept or refuse.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +14,9 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/strong_id.h"
-#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 
 namespace tachyon {
@@ -27,8 +31,24 @@ struct ApiError {
 };
 
 std::string ErrorBody(const ApiError& error);
+// The message of an error body in OpenAI's shape ({"error": {"message"}} or
+// {"error": "..."}), or the body's first 300 bytes when it has none.
+std::string ErrorMessageOf(const std::string& body);
 
 enum class Endpoint { kCompletions, kChatCompletions };
+
+// Sampling fields of a request, with OpenAI's defaults (temperature 1 and the
+// rest off); the local backend maps them onto the engine's SamplingParams.
+struct SamplingOptions {
+  float temperature = 1.0f;        // 0: greedy
+  int top_k = 0;                   // vLLM's extension; 0: all tokens
+  float top_p = 1.0f;
+  float min_p = 0.0f;              // vLLM's extension
+  float repetition_penalty = 1.0f; // vLLM's extension
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+};
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
@@ -38,13 +58,16 @@ struct CompletionRequest {
   std::vector<TokenId> prompt_ids;    // ... or token ids
   bool prompt_is_ids = false;
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
-  SamplingParams sampling;
+  SamplingOptions sampling;
   std::vector<std::string> stop;
+  int n = 1;                          // choices asked for
+  bool has_non_text_parts = false;    // chat content parts other than text (images, audio)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // vLLM's extension, for benchmarks
   int num_logprobs = -1;       // completions "logprobs": N; chat "logprobs": true + "top_logprobs": N; -1 off
   std::string user;
+  nlohmann::json body;  // the whole parsed request, unknown fields included
 };
 
 // One generated token's log-probability entry, with its text (possibly part
@@ -62,21 +85,24 @@ struct Usage {
   int64_t completion_tokens = 0;
 };
 
-const char* FinishReasonName(FinishReason reason);  // "stop", "length", or nullptr
+// Finish reasons are OpenAI's strings ("stop", "length", "tool_calls", ...): a
+// remote upstream's pass through as they are; "" means not finished (null).
 
 // A whole (non-streamed) response.
 // logprobs: null when not asked for; text_offset: where the entries' text starts in the completion.
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                           const std::string& text, FinishReason reason, const Usage& usage,
+                           const std::string& text, const std::string& finish_reason, const Usage& usage,
                            const std::vector<LogprobEntry>* logprobs = nullptr);
 // One SSE chunk's JSON; `first` adds the assistant role to a chat delta.
 std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                      const std::string& text, FinishReason reason, bool first,
+                      const std::string& text, const std::string& finish_reason, bool first,
                       const std::vector<LogprobEntry>* logprobs = nullptr, int64_t text_offset = 0);
 // The final usage chunk of stream_options.include_usage.
 std::string UsageChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                            const Usage& usage);
 // "data: <json>\n\n"
 std::string SseEvent(const std::string& json);
+// The last event of every stream.
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 }  // namespace tachyon

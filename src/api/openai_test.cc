@@ -41,6 +41,27 @@ TEST(OpenAiTest, ParsesCompletionsAndChat) {
   ASSERT_EQ(chat.messages.size(), 2u);
   EXPECT_EQ(chat.messages[1].content, "ab");
   EXPECT_FALSE(chat.max_tokens.has_value());
+  EXPECT_FALSE(chat.has_non_text_parts);
+}
+
+TEST(OpenAiTest, KeepsTheWholeBodyForPassthrough) {
+  CompletionRequest c = Parse(R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},
+    {"type":"image_url","image_url":{"url":"data:..."}}]}],"tools":[{"type":"function"}],
+    "response_format":{"type":"json_object"}})", Endpoint::kChatCompletions);
+  EXPECT_TRUE(c.has_non_text_parts);
+  EXPECT_EQ(c.messages[0].content, "a");
+  EXPECT_EQ(c.body["tools"][0]["type"], "function");
+  EXPECT_EQ(c.body["response_format"]["type"], "json_object");
+}
+
+TEST(OpenAiTest, WrongTypesInsideContentPartsAreErrorsNotExceptions) {
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":[{"type":1,"text":"x"}]}]})",
+                    Endpoint::kChatCompletions).param, "messages[0].content[0]");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":[{"type":"text","text":5}]}]})",
+                    Endpoint::kChatCompletions).param, "messages[0].content[0].text");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":[7]}]})", Endpoint::kChatCompletions).param,
+            "messages[0].content[0]");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","top_k":"3"})").param, "top_k");
 }
 
 TEST(OpenAiTest, ErrorsNameTheField) {
@@ -50,7 +71,8 @@ TEST(OpenAiTest, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","max_tokens":0})").param, "max_tokens");
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","temperature":3})").param, "temperature");
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","temperature":"hot"})").param, "temperature");
-  EXPECT_EQ(ErrorOf(R"({"prompt":"x","n":2})").param, "n");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","n":0})").param, "n");
+  EXPECT_EQ(Parse(R"({"prompt":"x","n":2})").n, 2) << "a remote upstream may answer n > 1";
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","stream":"yes"})").param, "stream");
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","stop":[1]})").param, "stop");
   EXPECT_EQ(ErrorOf(R"({"prompt":{"a":1}})").param, "prompt");
@@ -75,15 +97,15 @@ TEST(OpenAiTest, ResponseShapes) {
   EXPECT_EQ(error["error"]["message"], "no such model");
   EXPECT_EQ(error["error"]["param"], "model");
   auto body = nlohmann::json::parse(
-      CompletionBody(Endpoint::kChatCompletions, "id1", 5, "m", "hello", FinishReason::kLength, {3, 2}));
+      CompletionBody(Endpoint::kChatCompletions, "id1", 5, "m", "hello", "length", {3, 2}));
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["choices"][0]["message"]["content"], "hello");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(body["usage"]["total_tokens"], 5);
-  auto chunk = nlohmann::json::parse(ChunkBody(Endpoint::kChatCompletions, "id1", 5, "m", "he", FinishReason::kNone, true));
+  auto chunk = nlohmann::json::parse(ChunkBody(Endpoint::kChatCompletions, "id1", 5, "m", "he", "", true));
   EXPECT_EQ(chunk["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
-  auto text = nlohmann::json::parse(ChunkBody(Endpoint::kCompletions, "id1", 5, "m", "lo", FinishReason::kStop, false));
+  auto text = nlohmann::json::parse(ChunkBody(Endpoint::kCompletions, "id1", 5, "m", "lo", "stop", false));
   EXPECT_EQ(text["choices"][0]["text"], "lo");
   EXPECT_EQ(text["choices"][0]["finish_reason"], "stop");
   auto usage = nlohmann::json::parse(UsageChunkBody(Endpoint::kCompletions, "id1", 5, "m", {4, 1}));
@@ -91,12 +113,12 @@ TEST(OpenAiTest, ResponseShapes) {
   EXPECT_EQ(SseEvent("{}"), "data: {}\n\n");
   std::vector<LogprobEntry> entries = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"Ho", -1.5f}}}, {"!", -0.1f, {}}};
   auto legacy = nlohmann::json::parse(
-      CompletionBody(Endpoint::kCompletions, "i", 1, "m", "Hi!", FinishReason::kStop, {1, 2}, &entries));
+      CompletionBody(Endpoint::kCompletions, "i", 1, "m", "Hi!", "stop", {1, 2}, &entries));
   EXPECT_EQ(legacy["choices"][0]["logprobs"]["tokens"], nlohmann::json({"Hi", "!"}));
   EXPECT_EQ(legacy["choices"][0]["logprobs"]["text_offset"], nlohmann::json({0, 2}));
   EXPECT_FLOAT_EQ(legacy["choices"][0]["logprobs"]["top_logprobs"][0]["Ho"].get<float>(), -1.5f);
   auto chat_lp = nlohmann::json::parse(
-      CompletionBody(Endpoint::kChatCompletions, "i", 1, "m", "Hi!", FinishReason::kStop, {1, 2}, &entries));
+      CompletionBody(Endpoint::kChatCompletions, "i", 1, "m", "Hi!", "stop", {1, 2}, &entries));
   EXPECT_EQ(chat_lp["choices"][0]["logprobs"]["content"][0]["bytes"], nlohmann::json({72, 105}));
   EXPECT_EQ(chat_lp["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["token"], "Ho");
 }

@@ -8,8 +8,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <simdjson.h>
 
+#include "api/openai.h"
+#include "api/stream_chunk.h"
 #include "bench/arrivals.h"
 #include "http/sse_parser.h"
 
@@ -45,22 +46,6 @@ std::string ErrorKind(const Status& s, bool got_head) {
   }
 }
 
-// The message of an OpenAI-style error body, or the body itself.
-std::string ErrorMessage(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("error")) {
-    const nlohmann::json& e = j["error"];
-    if (e.is_object() && e.contains("message") && e["message"].is_string()) return e["message"].get<std::string>();
-    if (e.is_string()) return e.get<std::string>();
-  }
-  return body.substr(0, 300);
-}
-
-struct EventParser {
-  simdjson::dom::parser parser;
-  std::string padded;
-};
-
 // The state of one request while it streams. Lives in a shared_ptr held by the callbacks.
 struct InFlight {
   RequestRecord record;
@@ -77,48 +62,25 @@ struct InFlight {
   std::string error_body;  // non-200 bodies
   std::unique_ptr<SseParser> parser;
 
-  // Each event is parsed with simdjson's DOM parser (shared by every stream: one
-  // thread) from a padded copy; nlohmann's parser was 40% of the client's time.
-  void OnEvent(std::string_view data, EventParser& p) {
+  void OnEvent(std::string_view data, StreamChunkParser& parser) {
     if (data == "[DONE]") return;
-    p.padded.assign(data.begin(), data.end());
-    p.padded.resize(data.size() + simdjson::SIMDJSON_PADDING, '\0');
-    simdjson::dom::element doc;
-    if (p.parser.parse(p.padded.data(), data.size(), false).get(doc)) return;
-    simdjson::dom::object obj;
-    if (doc.get_object().get(obj)) return;
-    if (obj["error"].error() == simdjson::SUCCESS) {
+    StreamChunk chunk;
+    if (!parser.Parse(data, chat, &chunk)) return;
+    if (chunk.is_error) {
       if (record.error_kind.empty()) {
         record.error_kind = "stream_error";
-        record.error_message = ErrorMessage(std::string(data));
+        record.error_message = ErrorMessageOf(std::string(data));
       }
       return;
     }
-    simdjson::dom::object usage;
-    if (!obj["usage"].get_object().get(usage)) {
+    if (chunk.has_usage) {
       has_usage = true;
-      int64_t v = 0;
-      if (!usage["prompt_tokens"].get_int64().get(v)) usage_prompt = v;
-      if (!usage["completion_tokens"].get_int64().get(v)) usage_completion = v;
+      usage_prompt = chunk.prompt_tokens;
+      usage_completion = chunk.completion_tokens;
     }
-    simdjson::dom::array choices;
-    simdjson::dom::object choice;
-    if (obj["choices"].get_array().get(choices) || choices.size() == 0 || choices.at(0).get_object().get(choice)) {
-      return;
-    }
-    std::string_view text;
-    if (chat) {
-      simdjson::dom::object delta;
-      if (choice["delta"].get_object().get(delta)) return;
-      if (delta["content"].get_string().get(text) || text.empty()) {
-        if (delta["reasoning_content"].get_string().get(text)) return;
-      }
-    } else if (choice["text"].get_string().get(text)) {
-      return;
-    }
-    if (text.empty()) return;
+    if (chunk.text.empty()) return;
     record.chunk_seconds.push_back(Since(sent, now));
-    reply.append(text);
+    reply.append(chunk.text);
     ++content_chunks;
   }
 
@@ -129,7 +91,7 @@ struct InFlight {
       record.error_message = s.message();
     } else if (status != 200) {
       record.error_kind = "http_" + std::to_string(status);
-      record.error_message = ErrorMessage(error_body);
+      record.error_message = ErrorMessageOf(error_body);
     } else if (record.error_kind.empty() && content_chunks == 0) {
       // As vllm bench serve: without a content chunk there is no TTFT.
       if (content_type.rfind("text/event-stream", 0) != 0) {
@@ -376,7 +338,7 @@ class Runner {
   const Workload& workload_;
   const BenchRunOptions& options_;
   HttpClient& client_;
-  EventParser events_;
+  StreamChunkParser events_;  // one per client loop: every stream is parsed on this thread
   std::deque<Session> ready_;
   std::map<int64_t, std::shared_ptr<InFlight>> in_flight_requests_;  // sent, not yet ended
   int64_t next_id_ = 0;

@@ -5,21 +5,24 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
+#include "backend/local_backend.h"
 #include "base/thread_pool.h"
-#include "engine/engine_loop.h"
-#include "gateway/openai_service.h"
+#include "base/worker_pool.h"
+#include "gateway/gateway.h"
+#include "gateway/gateway_config.h"
 #include "http/http_server.h"
-#include "model/model.h"
 #include "model/model_gen.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer.h"
+#include "server/openai_server.h"
 
 namespace tachyon::cli {
 namespace {
 
 struct ServeFlags {
+  std::string config;
   std::string model;
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -38,6 +41,16 @@ struct ServeFlags {
   int max_queue = 256;
   double request_timeout = 0;
   double grace_seconds = 10;
+  int io_threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
+  int workers = 2;
+  bool no_access_log = false;
+  // Which flags were given (they win over the config's [server]).
+  CLI::Option* host_option = nullptr;
+  CLI::Option* port_option = nullptr;
+  CLI::Option* api_key_option = nullptr;
+  CLI::Option* body_option = nullptr;
+  CLI::Option* io_option = nullptr;
+  CLI::Option* workers_option = nullptr;
 };
 
 int Fail(const std::string& message) {
@@ -63,100 +76,127 @@ StatusOr<std::string> DemoModel() {
   return path;
 }
 
+// The one-model flags: one local backend behind one route of its name.
+StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsRegistry* metrics) {
+  LocalBackendOptions options{.name = "local",
+                              .model_path = flags.model,
+                              .served_model_name = flags.served_model_name,
+                              .chat_template = flags.chat_template,
+                              .threads = flags.threads,
+                              .block_size = flags.block_size,
+                              .kv_cache_memory = flags.kv_cache_memory,
+                              .max_model_len = flags.max_model_len,
+                              .max_num_seqs = flags.max_num_seqs,
+                              .max_num_batched_tokens = flags.max_num_batched_tokens,
+                              .prefix_caching = !flags.no_prefix_caching,
+                              .kv_cache_dtype = flags.kv_cache_dtype,
+                              .max_queue = flags.max_queue,
+                              .request_timeout_seconds = flags.request_timeout};
+  if (options.model_path.empty()) {
+    ASSIGN_OR_RETURN(options.model_path, DemoModel());
+    if (options.served_model_name.empty()) options.served_model_name = "tachyon-demo (random weights)";
+    if (options.chat_template.empty()) options.chat_template = "chatml";
+    std::fprintf(stderr, "tachyon serve: no --model given: serving the built-in demo model (random weights, "
+                         "byte-level vocabulary) from %s; its output is noise\n", options.model_path.c_str());
+  }
+  StatusOr<std::unique_ptr<LocalBackend>> backend = LocalBackend::Create(options, metrics);
+  if (!backend.ok()) return backend.status();
+  if (!(*backend)->chat_disabled_reason().empty()) {
+    std::fprintf(stderr, "tachyon serve: chat requests are disabled: %s\n",
+                 (*backend)->chat_disabled_reason().c_str());
+  }
+  std::fprintf(stderr, "tachyon serve: %s\n", (*backend)->Describe().c_str());
+  const std::string name = (*backend)->model_name();
+  return Gateway::Single(std::shared_ptr<Backend>(std::move(backend).value()), name, metrics);
+}
+
+void DescribeConfig(const GatewayConfig& config) {
+  for (const BackendConfig& b : config.backends) {
+    std::fprintf(stderr, "tachyon serve: backend %s (%s%s%s)\n", b.name.c_str(), b.kind.c_str(),
+                 b.kind == "openai" ? " " : "", b.kind == "openai" ? b.remote.base_url.c_str() : "");
+  }
+  for (const RouteConfig& r : config.routes) {
+    std::string names;
+    for (const std::string& n : r.backends) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "tachyon serve: route %s -> %s (%s)\n", r.model.c_str(), names.c_str(), PolicyName(r.policy));
+  }
+}
+
 int Run(const ServeFlags& flags) {
-  // SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the mask.
+  // SIGINT/SIGTERM/SIGHUP are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  std::string path = flags.model;
-  const bool demo = path.empty();
-  if (demo) {
-    StatusOr<std::string> demo_path = DemoModel();
-    if (!demo_path.ok()) return Fail(demo_path.status().message());
-    path = *demo_path;
-    std::fprintf(stderr, "tachyon serve: no --model given: serving the built-in demo model (random weights, "
-                         "byte-level vocabulary) from %s; its output is noise\n", path.c_str());
-  }
-  StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
-  if (!model.ok()) return Fail(model.status().message());
-  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf((*model)->file());
-  if (!tokenizer.ok()) return Fail(path + ": " + tokenizer.status().message());
-  const ModelConfig& c = (*model)->config();
-
-  std::optional<ChatTemplate> chat;
-  std::string template_name = flags.chat_template.empty() && demo ? "chatml" : flags.chat_template;
-  StatusOr<ChatTemplate> t = ChatTemplate::ForModel((*model)->file(), template_name);
-  if (t.ok()) {
-    chat = *t;
-  } else if (!flags.chat_template.empty()) {
-    return Fail(t.status().message());
+  MetricsRegistry metrics;
+  GatewayHolder holder;
+  HttpServerOptions http{.host = flags.host, .port = flags.port, .max_body_bytes = flags.max_body_bytes,
+                         .num_io_threads = flags.io_threads};
+  OpenAiServerOptions server_options{.api_key = flags.api_key, .access_log = !flags.no_access_log};
+  int workers = flags.workers;
+  if (!flags.config.empty()) {
+    if (!flags.model.empty()) return Fail("--model and --config are exclusive: a config names its models");
+    StatusOr<GatewayConfig> config = LoadGatewayConfig(flags.config);
+    if (!config.ok()) return Fail(config.status().message());
+    const ServerConfig& s = config->server;
+    if (s.host && !flags.host_option->count()) http.host = *s.host;
+    if (s.port && !flags.port_option->count()) http.port = *s.port;
+    if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
+    if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
+    if (s.workers && !flags.workers_option->count()) workers = *s.workers;
+    if (s.api_key && !flags.api_key_option->count()) server_options.api_key = *s.api_key;
+    if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
+    StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics);
+    if (!gateway.ok()) return Fail(gateway.status().message());
+    DescribeConfig(*config);
+    holder.Set(*gateway);
   } else {
-    std::fprintf(stderr, "tachyon serve: chat requests are disabled: %s\n", t.status().message().c_str());
+    StatusOr<std::shared_ptr<Gateway>> gateway = SingleModel(flags, &metrics);
+    if (!gateway.ok()) return Fail(gateway.status().message());
+    holder.Set(*gateway);
   }
 
-  const int64_t max_model_len = flags.max_model_len > 0 ? flags.max_model_len : std::min<int64_t>(c.context_length, 4096);
-  if (max_model_len > c.context_length) {
-    return Fail("--max-model-len " + std::to_string(max_model_len) + " exceeds the model's context length " +
-                std::to_string(c.context_length));
-  }
-  // KV blocks: from --kv-cache-memory, else enough for max_num_seqs full-length sequences, at most 2 GiB.
-  if (flags.kv_cache_dtype != "f16" && flags.kv_cache_dtype != "f32" && flags.kv_cache_dtype != "q8_0") {
-    return Fail("--kv-cache-dtype must be f16, f32 or q8_0, not " + flags.kv_cache_dtype);
-  }
-  const KvType kv_type = flags.kv_cache_dtype == "f32"    ? KvType::kF32
-                         : flags.kv_cache_dtype == "q8_0" ? KvType::kQ8_0
-                                                          : KvType::kF16;
-  if (kv_type == KvType::kQ8_0 && c.head_dim % 32 != 0) {
-    return Fail("--kv-cache-dtype q8_0 needs a head dimension that is a multiple of 32; this model's is " +
-                std::to_string(c.head_dim));
-  }
-  const uint64_t bytes_per_block = KvBuffer::BlockBytes(c, flags.block_size, kv_type);
-  uint64_t kv_bytes = flags.kv_cache_memory;
-  if (kv_bytes == 0) {
-    const uint64_t full = static_cast<uint64_t>((max_model_len + flags.block_size - 1) / flags.block_size) *
-                          flags.max_num_seqs * bytes_per_block;
-    kv_bytes = std::min<uint64_t>(full, 2ull << 30);
-  }
-  const int num_blocks = static_cast<int>(kv_bytes / bytes_per_block);
-  if (num_blocks * static_cast<int64_t>(flags.block_size) < max_model_len) {
-    return Fail("--kv-cache-memory holds " + std::to_string(num_blocks * static_cast<int64_t>(flags.block_size)) +
-                " tokens, fewer than --max-model-len " + std::to_string(max_model_len));
-  }
-  EngineOptions options{.kv = {.num_blocks = num_blocks, .block_size = flags.block_size,
-                               .enable_prefix_caching = !flags.no_prefix_caching},
-                        .scheduler = {.max_num_batched_tokens = flags.max_num_batched_tokens,
-                                      .max_num_seqs = flags.max_num_seqs, .max_model_len = max_model_len},
-                        .num_threads = flags.threads,
-                        .kv_type = kv_type};
-  auto loop = std::make_unique<EngineLoop>(std::make_unique<Engine>(**model, &(*tokenizer)->vocab(), options));
-
-  std::string name = !flags.served_model_name.empty() ? flags.served_model_name
-                     : demo ? "tachyon-demo (random weights)"
-                            : std::filesystem::path(path).stem().string();
-  OpenAiService service({.model_name = name, .api_key = flags.api_key, .max_model_len = max_model_len,
-                         .max_queue = flags.max_queue, .request_timeout_seconds = flags.request_timeout},
-                        loop.get(), tokenizer->get(), chat);
+  auto pool = std::make_unique<WorkerPool>(workers);
+  OpenAiServer service(server_options, &holder, &metrics, pool.get());
   StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      {.host = flags.host, .port = flags.port, .max_body_bytes = flags.max_body_bytes},
-      [&service](const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
-        service.Handle(request, std::move(writer));
+      http, [&service](HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
+        service.Handle(std::move(request), std::move(writer));
       });
   if (!server.ok()) return Fail(server.status().message());
-  std::fprintf(stderr, "tachyon serve: model %s (%s), %d %s KV blocks of %d tokens (%.1f MB), max model length %lld\n",
-               name.c_str(), c.architecture.c_str(), num_blocks, flags.kv_cache_dtype.c_str(), flags.block_size,
-               static_cast<double>(num_blocks) * bytes_per_block / 1e6, static_cast<long long>(max_model_len));
-  std::printf("listening on http://%s:%d\n", flags.host.c_str(), (*server)->port());
+  std::printf("listening on http://%s:%d\n", http.host.c_str(), (*server)->port());
   std::fflush(stdout);
 
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (true) {
+    sigwait(&signals, &signal);
+    if (signal != SIGHUP) break;
+    if (flags.config.empty()) {
+      std::fprintf(stderr, "tachyon serve: SIGHUP: no --config to reload\n");
+      continue;
+    }
+    // Validated and built first; on any error the running gateway stays as it is.
+    StatusOr<GatewayConfig> config = LoadGatewayConfig(flags.config);
+    StatusOr<std::shared_ptr<Gateway>> gateway =
+        config.ok() ? Gateway::Build(*config, holder.Get().get(), &metrics) : config.status();
+    if (!gateway.ok()) {
+      std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
+                   gateway.status().message().c_str());
+      continue;
+    }
+    holder.Set(*gateway);
+    DescribeConfig(*config);
+    std::fprintf(stderr, "tachyon serve: SIGHUP: reloaded %s (requests in flight finish on the old config)\n",
+                 flags.config.c_str());
+  }
   std::fprintf(stderr, "tachyon serve: %s: finishing open responses (up to %.0f s)\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM", flags.grace_seconds);
   (*server)->Stop(flags.grace_seconds);
-  loop.reset();  // cancels what is left; no callback runs after this
+  pool.reset();                   // the queued request work runs (its answers go nowhere now)
+  holder.Get()->Shutdown();       // engines stop, upstream connections close; no callback runs after this
+  holder.Set(nullptr);
   server->reset();
   return 0;
 }
@@ -166,12 +206,15 @@ int Run(const ServeFlags& flags) {
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
-               "/metrics); with no --model it serves a built-in random-weight demo model");
+      "serve", "OpenAI-compatible HTTP server and gateway (/v1/completions, /v1/chat/completions, /v1/models, "
+               "/health, /metrics): one local model from --model (with none, a built-in random-weight demo model), "
+               "or the backends and routes of --config FILE.toml (local engines and OpenAI-compatible upstreams)");
+  cmd->add_option("--config", flags->config,
+                  "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it");
   cmd->add_option("--model", flags->model, "GGUF model to serve (default: the built-in demo model)");
-  cmd->add_option("--host", flags->host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", flags->port, "Port to listen on (0: any free port)")->capture_default_str();
-  cmd->add_option("--api-key", flags->api_key, "Require Authorization: Bearer KEY");
+  flags->host_option = cmd->add_option("--host", flags->host, "Address to listen on")->capture_default_str();
+  flags->port_option = cmd->add_option("--port", flags->port, "Port to listen on (0: any free port)")->capture_default_str();
+  flags->api_key_option = cmd->add_option("--api-key", flags->api_key, "Require Authorization: Bearer KEY");
   cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)");
   cmd->add_option("--chat-template", flags->chat_template,
                   "Chat template family instead of the model's (chatml, llama3, llama2, mistral, mistral-v7, phi3, "
@@ -188,13 +231,20 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching");
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16, f32 or q8_0")
       ->capture_default_str();
-  cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
+  flags->body_option =
+      cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str();
   cmd->add_option("--request-timeout", flags->request_timeout,
                   "Seconds a request may take, queued or running, before it ends with a 504 (0: no limit)")
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", flags->grace_seconds, "Seconds open responses get on SIGINT/SIGTERM")
       ->capture_default_str();
+  flags->io_option = cmd->add_option("--io-threads", flags->io_threads, "Threads reading and writing connections")
+                         ->capture_default_str();
+  flags->workers_option = cmd->add_option("--workers", flags->workers,
+                                          "Threads for request work (parsing, chat templates, tokenization)")
+                              ->capture_default_str();
+  cmd->add_flag("--no-access-log", flags->no_access_log, "No JSON line per request on stderr");
   cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 

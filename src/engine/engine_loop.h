@@ -41,6 +41,8 @@ class EngineLoop {
   EngineStats Stats() const;
   // Requests submitted and not yet finished (queued for the loop or in the engine).
   int num_in_flight() const { return num_in_flight_.load(); }
+  // True on the loop thread (inside a callback).
+  bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   void Run();

@@ -13,6 +13,7 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/asio/ssl.hpp>
 
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <limits>
@@ -67,9 +68,6 @@ StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
 
 namespace {
 
-// Idle keep-alive connections kept per host; more are closed.
-constexpr size_t kMaxIdlePerHost = 8192;
-
 Status NetworkError(const std::string& what, const HttpClientRequest& r, const boost::system::error_code& ec) {
   const std::string where = r.host + ":" + std::to_string(r.port);
   if (ec == beast::error::timeout) {
@@ -94,6 +92,12 @@ beast::tcp_stream& Tcp(beast::tcp_stream& s) { return s; }
 beast::tcp_stream& Tcp(TlsStream& s) { return beast::get_lowest_layer(s); }
 
 }  // namespace
+
+// One exchange's cancellation state, on the loop thread.
+struct ExchangeState {
+  bool cancelled = false;
+  beast::tcp_stream* tcp = nullptr;  // the connection in use, while there is one
+};
 
 struct HttpClient::Impl {
   explicit Impl(HttpClientOptions o) : options(std::move(o)) {}
@@ -125,13 +129,15 @@ struct HttpClient::Impl {
   std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
   std::unordered_map<std::string, std::vector<std::unique_ptr<TlsStream>>> idle_tls;
   std::unordered_map<std::string, tcp::resolver::results_type> resolved;
+  std::unordered_map<uint64_t, std::shared_ptr<ExchangeState>> exchanges;  // in progress, by id
+  std::atomic<uint64_t> next_id{1};
   HttpClientStats stats;
 
   enum class Outcome { kRetry, kKeep, kClose };
 
   // Resolves (once per host) and connects the TCP layer of a new stream.
   asio::awaitable<Status> Connect(beast::tcp_stream& tcp_stream, const HttpClientRequest& r,
-                                  std::chrono::steady_clock::time_point deadline) {
+                                  std::chrono::steady_clock::time_point connect_deadline) {
     const std::string key = r.host + ":" + std::to_string(r.port);
     boost::system::error_code ec;
     tcp::resolver::results_type endpoints;
@@ -145,8 +151,11 @@ struct HttpClient::Impl {
       resolved.emplace(key, results);
       endpoints = results;
     }
-    tcp_stream.expires_at(deadline);
+    tcp_stream.expires_at(connect_deadline);
     co_await tcp_stream.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == beast::error::timeout) {
+      co_return UnavailableError("cannot connect to " + key + ": no connection within the connect timeout");
+    }
     if (ec) co_return NetworkError("cannot connect to", r, ec);
     tcp_stream.socket().set_option(tcp::no_delay(true), ec);
     ++stats.connections_opened;
@@ -161,7 +170,9 @@ struct HttpClient::Impl {
                                     std::chrono::steady_clock::time_point deadline) {
     const std::string key = r.host + ":" + std::to_string(r.port);
     boost::system::error_code ec;
-    Tcp(stream).expires_at(deadline);
+    const bool first_byte_limit = r.first_byte_timeout_seconds > 0 &&
+                                  Until(r.first_byte_timeout_seconds) < deadline;
+    Tcp(stream).expires_at(first_byte_limit ? Until(r.first_byte_timeout_seconds) : deadline);
     co_await bhttp::async_write(stream, message, asio::redirect_error(asio::use_awaitable, ec));
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
@@ -172,9 +183,16 @@ struct HttpClient::Impl {
         ++stats.retries;
         co_return Outcome::kRetry;
       }
-      cb.on_done(NetworkError("no response from", r, ec));
+      if (ec == beast::error::timeout && first_byte_limit) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof(seconds), "%g", r.first_byte_timeout_seconds);
+        cb.on_done(OutOfRangeError("no response from " + key + " within the first-byte timeout of " + seconds + " s"));
+      } else {
+        cb.on_done(NetworkError("no response from", r, ec));
+      }
       co_return Outcome::kClose;
     }
+    Tcp(stream).expires_at(deadline);
     HttpResponseHead head;
     head.status = static_cast<int>(parser.get().result_int());
     for (const auto& field : parser.get()) {
@@ -204,7 +222,8 @@ struct HttpClient::Impl {
         body.clear();
       }
       if (ec) {
-        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof) {
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == bhttp::error::partial_message ||
+            ec == asio::error::connection_reset) {
           cb.on_done(DataLossError("the response from " + key + " ended early"));
         } else if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension) {
           cb.on_done(DataLossError("malformed chunked body from " + key + ": " + ec.message()));
@@ -218,9 +237,38 @@ struct HttpClient::Impl {
     co_return parser.get().keep_alive() ? Outcome::kKeep : Outcome::kClose;
   }
 
-  asio::awaitable<void> Exchange(HttpClientRequest r, HttpStreamCallbacks cb) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(r.timeout_seconds * 1e6));
+  static std::chrono::steady_clock::time_point Until(double seconds) {
+    return std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+  }
+
+  // The callbacks of an exchange, silenced once it is cancelled.
+  static HttpStreamCallbacks Guarded(HttpStreamCallbacks cb, std::shared_ptr<ExchangeState> state) {
+    auto shared = std::make_shared<HttpStreamCallbacks>(std::move(cb));
+    HttpStreamCallbacks out;
+    out.on_head = [shared, state](const HttpResponseHead& h) {
+      if (!state->cancelled && shared->on_head) shared->on_head(h);
+    };
+    out.on_data = [shared, state](std::string_view d) {
+      if (!state->cancelled && shared->on_data) shared->on_data(d);
+    };
+    out.on_done = [shared, state](const Status& s) {
+      if (!state->cancelled && shared->on_done) shared->on_done(s);
+    };
+    return out;
+  }
+
+  asio::awaitable<void> Exchange(uint64_t id, HttpClientRequest r, HttpStreamCallbacks user_cb) {
+    auto state = std::make_shared<ExchangeState>();
+    exchanges.emplace(id, state);
+    HttpStreamCallbacks cb = Guarded(std::move(user_cb), state);
+    co_await Exchange(r, cb, *state);
+    exchanges.erase(id);
+  }
+
+  asio::awaitable<void> Exchange(HttpClientRequest& r, HttpStreamCallbacks& cb, ExchangeState& state) {
+    const auto deadline = Until(r.timeout_seconds);
+    const auto connect_deadline =
+        r.connect_timeout_seconds > 0 ? std::min(deadline, Until(r.connect_timeout_seconds)) : deadline;
     const std::string key = r.host + ":" + std::to_string(r.port);
     bhttp::request<bhttp::string_body> message;
     message.method_string(r.method);
@@ -229,7 +277,7 @@ struct HttpClient::Impl {
     // The port only when it is not the scheme's default.
     const bool default_port = r.port == (r.tls ? 443 : 80);
     message.set(bhttp::field::host, default_port ? r.host : key);
-    message.set(bhttp::field::user_agent, "tachyon-bench");
+    message.set(bhttp::field::user_agent, options.user_agent);
     for (const auto& [name, value] : r.headers) message.set(name, value);
     if (!r.body.empty() && message.find(bhttp::field::content_type) == message.end()) {
       message.set(bhttp::field::content_type, "application/json");
@@ -256,11 +304,14 @@ struct HttpClient::Impl {
           ++stats.connections_reused;
         } else {
           stream = std::make_unique<TlsStream>(io, ssl_context);
-          Status connected = co_await Connect(Tcp(*stream), r, deadline);
+          state.tcp = &Tcp(*stream);
+          Status connected = co_await Connect(Tcp(*stream), r, connect_deadline);
           if (!connected.ok()) {
+            state.tcp = nullptr;
             cb.on_done(connected);
             co_return;
           }
+          if (state.cancelled) co_return;
           // SNI, and the certificate must name the host.
           SSL_set_tlsext_host_name(stream->native_handle(), r.host.c_str());
           stream->set_verify_callback(asio::ssl::host_name_verification(r.host));
@@ -268,12 +319,20 @@ struct HttpClient::Impl {
           co_await stream->async_handshake(asio::ssl::stream_base::client,
                                            asio::redirect_error(asio::use_awaitable, ec));
           if (ec) {
-            cb.on_done(NetworkError("TLS handshake with", r, ec));
+            state.tcp = nullptr;
+            if (ec == beast::error::timeout) {
+              cb.on_done(UnavailableError("TLS handshake with " + key + ": not done within the connect timeout"));
+            } else {
+              cb.on_done(NetworkError("TLS handshake with", r, ec));
+            }
             co_return;
           }
         }
+        state.tcp = &Tcp(*stream);
         outcome = co_await Transfer(*stream, message, r, cb, reused && attempt == 0, deadline);
-        if (auto& pool = idle_tls[key]; outcome == Outcome::kKeep && pool.size() < kMaxIdlePerHost) {
+        state.tcp = nullptr;
+        if (state.cancelled) outcome = Outcome::kClose;
+        if (auto& pool = idle_tls[key]; outcome == Outcome::kKeep && pool.size() < options.max_idle_per_host) {
           Tcp(*stream).expires_never();
           pool.push_back(std::move(stream));
         }
@@ -287,19 +346,25 @@ struct HttpClient::Impl {
           ++stats.connections_reused;
         } else {
           stream.emplace(io);
-          Status connected = co_await Connect(*stream, r, deadline);
+          state.tcp = &*stream;
+          Status connected = co_await Connect(*stream, r, connect_deadline);
+          state.tcp = nullptr;
           if (!connected.ok()) {
             cb.on_done(connected);
             co_return;
           }
+          if (state.cancelled) co_return;
         }
+        state.tcp = &*stream;
         outcome = co_await Transfer(*stream, message, r, cb, reused && attempt == 0, deadline);
-        if (auto& pool = idle[key]; outcome == Outcome::kKeep && pool.size() < kMaxIdlePerHost) {
+        state.tcp = nullptr;
+        if (state.cancelled) outcome = Outcome::kClose;
+        if (auto& pool = idle[key]; outcome == Outcome::kKeep && pool.size() < options.max_idle_per_host) {
           stream->expires_never();
           pool.push_back(std::move(*stream));
         }
       }
-      if (outcome != Outcome::kRetry) co_return;
+      if (outcome != Outcome::kRetry || state.cancelled) co_return;
     }
   }
 };
@@ -307,8 +372,22 @@ struct HttpClient::Impl {
 HttpClient::HttpClient(HttpClientOptions options) : impl_(std::make_unique<Impl>(options)) {}
 HttpClient::~HttpClient() = default;
 
-void HttpClient::Send(HttpClientRequest request, HttpStreamCallbacks callbacks) {
-  asio::co_spawn(impl_->io, impl_->Exchange(std::move(request), std::move(callbacks)), asio::detached);
+uint64_t HttpClient::Send(HttpClientRequest request, HttpStreamCallbacks callbacks) {
+  const uint64_t id = impl_->next_id++;
+  asio::post(impl_->io, [impl = impl_.get(), id, request = std::move(request), callbacks = std::move(callbacks)]() mutable {
+    asio::co_spawn(impl->io, impl->Exchange(id, std::move(request), std::move(callbacks)), asio::detached);
+  });
+  return id;
+}
+
+void HttpClient::Cancel(uint64_t id) {
+  asio::dispatch(impl_->io, [impl = impl_.get(), id] {
+    auto it = impl->exchanges.find(id);
+    if (it == impl->exchanges.end()) return;
+    it->second->cancelled = true;
+    // The exchange's pending operation ends with an error; its coroutine then unwinds.
+    if (it->second->tcp != nullptr) it->second->tcp->close();
+  });
 }
 
 void HttpClient::RunAt(std::chrono::steady_clock::time_point t, std::function<void()> fn) {
@@ -322,6 +401,12 @@ void HttpClient::Post(std::function<void()> fn) { asio::post(impl_->io, std::mov
 
 void HttpClient::Run() {
   impl_->io.restart();
+  impl_->io.run();
+}
+
+void HttpClient::RunUntilStopped() {
+  impl_->io.restart();
+  auto guard = asio::make_work_guard(impl_->io);
   impl_->io.run();
 }
 

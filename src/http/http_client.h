@@ -42,12 +42,19 @@ struct HttpClientRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   double timeout_seconds = 600;  // the whole exchange, connect to last byte
+  // 0: bounded by timeout_seconds only. Connecting (TCP + TLS handshake) within
+  // connect_timeout_seconds; the response head within first_byte_timeout_seconds
+  // of the request being written.
+  double connect_timeout_seconds = 0;
+  double first_byte_timeout_seconds = 0;
   bool tls = false;              // https: TLS with SNI, the certificate checked against host
 };
 
 struct HttpClientOptions {
   bool verify_peer = true;  // false: accept any certificate (--insecure)
   std::string ca_file;      // PEM file of trusted CAs; empty: the system's
+  std::string user_agent = "tachyon-bench";
+  size_t max_idle_per_host = 8192;  // idle keep-alive connections kept per host; more are closed
 };
 
 struct HttpResponseHead {
@@ -57,9 +64,9 @@ struct HttpResponseHead {
 
 // Called on the loop thread, in this order: on_head once, on_data for each piece of
 // body as it arrives, on_done once (also alone, when the exchange fails before a head).
-// on_done's Status: kUnavailable for connect / TLS / read / write failures,
-// kOutOfRange for the timeout, kDataLoss for a malformed response,
-// kInvalidArgument for an unreadable CA file.
+// on_done's Status: kUnavailable for connect / TLS / read / write failures (a
+// connect timeout included), kOutOfRange for the first-byte and total timeouts,
+// kDataLoss for a malformed response, kInvalidArgument for an unreadable CA file.
 struct HttpStreamCallbacks {
   std::function<void(const HttpResponseHead&)> on_head;
   std::function<void(std::string_view data)> on_data;
@@ -79,14 +86,22 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // Starts an exchange; callable from the loop thread or, before Run(), any thread.
-  void Send(HttpClientRequest request, HttpStreamCallbacks callbacks);
+  // Starts an exchange; safe from any thread (it begins on the loop thread).
+  // The id is for Cancel.
+  uint64_t Send(HttpClientRequest request, HttpStreamCallbacks callbacks);
+  // Abandons an exchange: its connection is closed (never pooled) and none of its
+  // callbacks is called after Cancel returns on the loop thread (from another
+  // thread: after the loop has run the cancellation). Unknown or finished ids are ignored.
+  void Cancel(uint64_t id);
   // Runs fn on the loop thread at time t (now or past: soon).
   void RunAt(std::chrono::steady_clock::time_point t, std::function<void()> fn);
   // Runs fn on the loop thread; safe from any thread.
   void Post(std::function<void()> fn);
   // Runs the loop on this thread until Stop() or until no work is left.
   void Run();
+  // Runs the loop on this thread until Stop(), idle or not (a client serving
+  // requests posted from other threads).
+  void RunUntilStopped();
   // Makes Run() return; safe from any thread. Open exchanges are abandoned.
   void Stop();
   // Runs fn on the loop thread the first time signal `signo` arrives while Run()

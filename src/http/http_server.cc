@@ -3,6 +3,10 @@
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -29,10 +33,11 @@ namespace {
 
 // What a handler asked for, queued for the connection's coroutine.
 struct Event {
-  enum Kind { kRespond, kStart, kWrite, kEnd } kind;
+  enum Kind { kRespond, kStart, kWrite, kEnd, kAbort } kind;
   int status = 200;
   std::string content_type;
   std::string data;
+  HttpHeaders headers;
 };
 
 class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_this<ConnectionWriter> {
@@ -41,21 +46,30 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
     timer_.expires_at(std::chrono::steady_clock::time_point::max());
   }
 
-  void Respond(int status, const std::string& content_type, std::string body) override {
-    Push({Event::kRespond, status, content_type, std::move(body)});
+  void Respond(int status, const std::string& content_type, std::string body, HttpHeaders headers) override {
+    Push({Event::kRespond, status, content_type, std::move(body), std::move(headers)});
   }
-  void StartStream(int status, const std::string& content_type) override {
-    Push({Event::kStart, status, content_type, ""});
+  void StartStream(int status, const std::string& content_type, HttpHeaders headers) override {
+    Push({Event::kStart, status, content_type, "", std::move(headers)});
   }
-  void Write(std::string data) override { Push({Event::kWrite, 200, "", std::move(data)}); }
-  void End() override { Push({Event::kEnd, 200, "", ""}); }
+  void Write(std::string data) override { Push({Event::kWrite, 200, "", std::move(data), {}}); }
+  void End() override { Push({Event::kEnd, 200, "", "", {}}); }
+  void Abort() override { Push({Event::kAbort, 200, "", "", {}}); }
   bool closed() const override { return closed_.load(); }
   void OnClose(std::function<void()> callback) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    on_close_ = std::move(callback);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!closed_.load()) {
+        on_close_ = std::move(callback);
+        return;
+      }
+    }
+    // Already gone: the caller learns it now, on the I/O thread as promised.
+    asio::post(executor_, std::move(callback));
   }
 
-  // On the I/O thread: takes the queued events, waiting for one if there are none.
+  // On the I/O thread: takes the queued events, waiting for one if there are none;
+  // empty once the client is gone.
   asio::awaitable<std::deque<Event>> Next() {
     while (true) {
       {
@@ -65,6 +79,7 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
           out.swap(events_);
           co_return out;
         }
+        if (closed_.load()) co_return std::deque<Event>{};
       }
       boost::system::error_code ec;
       co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -72,14 +87,21 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
     }
   }
 
+  // On the I/O thread. After Finished(), a disconnect is no longer this response's.
   void MarkClosed() {
     std::function<void()> callback;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (closed_.exchange(true)) return;
+      if (finished_ || closed_.exchange(true)) return;
       callback = std::move(on_close_);
     }
+    timer_.cancel();
     if (callback) callback();
+  }
+  void Finished() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    on_close_ = nullptr;
   }
 
  private:
@@ -98,6 +120,7 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
   std::mutex mutex_;
   std::deque<Event> events_;
   std::function<void()> on_close_;
+  bool finished_ = false;  // guarded by mutex_
   std::atomic<bool> closed_{false};
 };
 
@@ -105,10 +128,17 @@ const char* ReasonPhrase(int status) {
   return bhttp::obsolete_reason(static_cast<bhttp::status>(status)).data();
 }
 
-std::string Header(int status, const std::string& content_type, const std::string& extra) {
+std::string Header(int status, const std::string& content_type, const HttpHeaders& headers, const std::string& extra) {
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
-  out += "Content-Type: " + content_type + "\r\nServer: tachyon\r\n" + extra + "\r\n";
-  return out;
+  out += "Content-Type: " + content_type + "\r\nServer: tachyon\r\n";
+  for (const auto& [name, value] : headers) {
+    // A header value from elsewhere (an upstream, a client's request id) cannot split the response.
+    if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    out += name + ": " + value + "\r\n";
+  }
+  return out + extra + "\r\n";
 }
 
 std::string ChunkOf(const std::string& data) {
@@ -122,17 +152,20 @@ std::string ChunkOf(const std::string& data) {
 struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
-  asio::io_context io{1};
-  tcp::acceptor acceptor{io};
-  std::thread thread;
+  // One io_context per I/O thread; the acceptor lives on the first.
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
   std::atomic<int> open_responses{0};
   std::atomic<bool> stopping{false};
   int port = 0;
 
   asio::awaitable<void> Listen() {
+    size_t next = 0;
     while (!stopping.load()) {
       boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      asio::io_context& target = *contexts[next++ % contexts.size()];
+      tcp::socket socket = co_await acceptor->async_accept(target, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (stopping.load() || ec == asio::error::operation_aborted) co_return;
         continue;
@@ -141,7 +174,7 @@ struct HttpServer::Impl {
       // small chunk back until the client acknowledges the last one (delayed ACK:
       // up to 40 ms on Linux), and two tokens arrive as one.
       socket.set_option(tcp::no_delay(true), ec);
-      asio::co_spawn(io, Session(beast::tcp_stream(std::move(socket))), asio::detached);
+      asio::co_spawn(target, Session(beast::tcp_stream(std::move(socket))), asio::detached);
     }
   }
 
@@ -158,8 +191,8 @@ struct HttpServer::Impl {
                            std::to_string(options.max_body_bytes) +
                            " bytes (--max-body-bytes)\",\"type\":\"invalid_request_error\",\"param\":null,"
                            "\"code\":\"body_too_large\"}}";
-        std::string response = Header(413, "application/json", "Content-Length: " + std::to_string(body.size()) +
-                                                                   "\r\nConnection: close\r\n") + body;
+        std::string response = Header(413, "application/json", {}, "Content-Length: " + std::to_string(body.size()) +
+                                                                       "\r\nConnection: close\r\n") + body;
         co_await asio::async_write(stream, asio::buffer(response), asio::redirect_error(asio::use_awaitable, ec));
         break;
       }
@@ -176,12 +209,35 @@ struct HttpServer::Impl {
       }
       auto writer = std::make_shared<ConnectionWriter>(stream.get_executor());
       ++open_responses;
-      handler(request, writer);
+      // Bytes of a pipelined next request, if any, stay in `buffer`; with none there
+      // the socket is watched for the client going away while the response is made.
+      auto watching = std::make_shared<bool>(buffer.size() == 0);
+      if (*watching) Watch(stream.socket(), writer, watching);
+      handler(std::move(request), writer);
       bool ok = co_await Respond(stream, *writer, keep_alive);
+      *watching = false;
+      writer->Finished();
       --open_responses;
       if (!ok || !keep_alive) break;
+      stream.socket().cancel(ec);  // the watch, if still waiting
     }
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  // Waits until the socket is readable: end of stream or an error means the client
+  // is gone; bytes mean a pipelined request, left unread for the next parse.
+  static void Watch(tcp::socket& socket, std::shared_ptr<ConnectionWriter> writer, std::shared_ptr<bool> watching) {
+    socket.async_wait(tcp::socket::wait_read, [&socket, writer, watching](const boost::system::error_code& ec) {
+      if (!*watching || ec == asio::error::operation_aborted) return;
+      char byte;
+      const ssize_t n = ec ? -1 : ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return;  // a pipelined request
+      if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        Watch(socket, writer, watching);
+        return;
+      }
+      writer->MarkClosed();
+    });
   }
 
   // Writes what the handler produces; false if the connection is done.
@@ -190,33 +246,49 @@ struct HttpServer::Impl {
     boost::system::error_code ec;
     while (true) {
       std::deque<Event> events = co_await writer.Next();
+      if (events.empty()) co_return false;  // the client went away
+      // Everything queued goes out in one write: a burst of chunks costs one system call.
+      std::string bytes;
+      bool last = false, abort = false;
       for (Event& e : events) {
-        std::string bytes;
         switch (e.kind) {
           case Event::kRespond:
-            bytes = Header(e.status, e.content_type, "Content-Length: " + std::to_string(e.data.size()) + "\r\n" +
-                                                         connection) + e.data;
+            bytes += Header(e.status, e.content_type, e.headers,
+                            "Content-Length: " + std::to_string(e.data.size()) + "\r\n" + connection) +
+                     e.data;
+            last = true;
             break;
           case Event::kStart:
-            bytes = Header(e.status, e.content_type,
-                           "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n" +
-                               connection);
+            bytes += Header(e.status, e.content_type, e.headers,
+                            "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n" +
+                                connection);
             break;
           case Event::kWrite:
             if (e.data.empty()) continue;  // an empty chunk would end the stream
-            bytes = ChunkOf(e.data);
+            bytes += ChunkOf(e.data);
             break;
           case Event::kEnd:
-            bytes = "0\r\n\r\n";
+            bytes += "0\r\n\r\n";
+            last = true;
+            break;
+          case Event::kAbort:
+            last = abort = true;
             break;
         }
-        co_await asio::async_write(stream, asio::buffer(bytes), asio::redirect_error(asio::use_awaitable, ec));
-        if (ec) {
-          writer.MarkClosed();
-          co_return false;
-        }
-        if (e.kind == Event::kRespond || e.kind == Event::kEnd) co_return true;
+        if (last) break;
       }
+      if (!bytes.empty()) {
+        co_await asio::async_write(stream, asio::buffer(bytes), asio::redirect_error(asio::use_awaitable, ec));
+      }
+      if (abort) {
+        stream.socket().close(ec);
+        co_return false;
+      }
+      if (ec) {
+        writer.MarkClosed();
+        co_return false;
+      }
+      if (last) co_return true;
     }
   }
 };
@@ -227,22 +299,30 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->handler = std::move(handler);
+  const int num_threads = std::max(1, options.num_io_threads);
+  for (int i = 0; i < num_threads; ++i) impl->contexts.push_back(std::make_unique<asio::io_context>(1));
+  impl->acceptor = std::make_unique<tcp::acceptor>(*impl->contexts[0]);
   boost::system::error_code ec;
   auto address = asio::ip::make_address(options.host, ec);
   if (ec) return InvalidArgumentError("--host '" + options.host + "' is not an IP address");
   tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
-  impl->acceptor.open(endpoint.protocol(), ec);
-  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor.bind(endpoint, ec);
-  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  impl->acceptor->open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor->bind(endpoint, ec);
+  if (!ec) impl->acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return UnavailableError("cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " +
                             ec.message());
   }
-  impl->port = impl->acceptor.local_endpoint().port();
+  impl->port = impl->acceptor->local_endpoint().port();
   Impl* raw = impl.get();
-  asio::co_spawn(impl->io, raw->Listen(), asio::detached);
-  impl->thread = std::thread([raw] { raw->io.run(); });
+  asio::co_spawn(*impl->contexts[0], raw->Listen(), asio::detached);
+  for (auto& context : impl->contexts) {
+    asio::io_context* io = context.get();
+    // Each loop runs until Stop(), with or without connections.
+    auto guard = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(io->get_executor());
+    impl->threads.emplace_back([io, guard] { io->run(); });
+  }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -250,20 +330,22 @@ int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Stop(double grace_seconds) {
   if (impl_->stopping.exchange(true)) return;
-  asio::post(impl_->io, [impl = impl_.get()] {
+  asio::post(*impl_->contexts[0], [impl = impl_.get()] {
     boost::system::error_code ec;
-    impl->acceptor.close(ec);
+    impl->acceptor->close(ec);
   });
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
   while (impl_->open_responses.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  impl_->io.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-  // The posted close may not have run before the loop stopped; the thread is gone now.
+  for (auto& context : impl_->contexts) context->stop();
+  for (auto& thread : impl_->threads) {
+    if (thread.joinable()) thread.join();
+  }
+  // The posted close may not have run before the loop stopped; the threads are gone now.
   boost::system::error_code ec;
-  impl_->acceptor.close(ec);
+  impl_->acceptor->close(ec);
 }
 
 HttpServer::~HttpServer() { Stop(0); }

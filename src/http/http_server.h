@@ -1,16 +1,24 @@
-// HttpServer: HTTP/1.1 with keep-alive on Boost.Beast/Asio (C++20 coroutines),
-// one I/O thread. Beast stays inside src/http/: this header has none of it.
+// HttpServer: HTTP/1.1 with keep-alive on Boost.Beast/Asio (C++20 coroutines).
+// Beast stays inside src/http/: this header has none of it.
+//
+// I/O threads: one io_context each; the acceptor runs on the first and hands
+// each new connection to the next thread in turn, so a connection lives on one
+// thread and needs no locks. The handler is called on that connection's I/O
+// thread and must not block it (the server layer moves request work to a pool).
 //
 // Each request goes to the handler with a ResponseWriter, which any thread may
 // use later: a whole response, or a chunked stream (server-sent events) written
-// piece by piece as tokens arrive. A client that goes away is noticed at the
-// next write; OnClose lets the handler cancel the work behind the response.
+// piece by piece as they arrive. While a response is pending the socket is
+// watched, so a client that goes away is noticed at once, streaming or not;
+// OnClose lets the handler cancel the work behind the response.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 
@@ -23,27 +31,34 @@ struct HttpRequest {
   std::string body;
 };
 
+// Extra response headers: (name, value), written as given.
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
   // A complete response (JSON or text).
-  virtual void Respond(int status, const std::string& content_type, std::string body) = 0;
+  virtual void Respond(int status, const std::string& content_type, std::string body, HttpHeaders headers = {}) = 0;
   // A chunked stream: StartStream once, Write any number of times, then End.
-  virtual void StartStream(int status, const std::string& content_type) = 0;
+  virtual void StartStream(int status, const std::string& content_type, HttpHeaders headers = {}) = 0;
   virtual void Write(std::string data) = 0;
   virtual void End() = 0;
+  // Drops the connection after what was written so far (the client sees its answer cut).
+  virtual void Abort() = 0;
   virtual bool closed() const = 0;
-  // Called once, on the I/O thread, if the client disconnects before the response ends.
+  // Called once, on the I/O thread, if the client disconnects before the response ends
+  // (at once if it already has).
   virtual void OnClose(std::function<void()> callback) = 0;
 };
 
-using HttpHandler = std::function<void(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer)>;
+using HttpHandler = std::function<void(HttpRequest request, std::shared_ptr<ResponseWriter> writer)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port
   size_t max_body_bytes = 8 << 20;
   double idle_timeout_seconds = 120;  // a connection waiting for a request this long is closed
+  int num_io_threads = 1;
 };
 
 class HttpServer {

@@ -84,6 +84,14 @@ Status Model::BindWeights() {
     RETURN_IF_ERROR(vector(p + "attn_q.bias", c.q_dim(), &w.bq, true));
     RETURN_IF_ERROR(vector(p + "attn_k.bias", c.kv_dim(), &w.bk, true));
     RETURN_IF_ERROR(vector(p + "attn_v.bias", c.kv_dim(), &w.bv, true));
+    // Forward adds all three or none: a file with some of them is refused here.
+    const int num_biases = (w.bq != nullptr) + (w.bk != nullptr) + (w.bv != nullptr);
+    if (num_biases != 0 && num_biases != 3) {
+      return InvalidArgumentError("layer " + std::to_string(l) + " has " +
+                                  (w.bq ? "" : "no ") + p + "attn_q.bias, " + (w.bk ? "" : "no ") + p +
+                                  "attn_k.bias and " + (w.bv ? "" : "no ") + p +
+                                  "attn_v.bias: the q, k and v biases come all three or none");
+    }
     RETURN_IF_ERROR(vector(p + "ffn_norm.weight", c.n_embd, &w.ffn_norm, false));
     RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &w.w_gate));
     RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &w.w_up));

@@ -175,6 +175,20 @@ TEST(ModelTest, BrokenFilesFailToLoadWithClearErrors) {
   EXPECT_EQ(type.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(type.status().message().find("blk.0.ffn_down.weight has type Q5_1"), std::string::npos);
 
+  // A q bias without k and v biases: refused at load (Forward would read the missing ones).
+  ModelShape qwen = *FindModelShape("qwen2-0.5b");
+  qwen.n_layer = 1;
+  qwen.n_ff = 128;
+  std::string biased = TempPath("model_biased.gguf");
+  ASSERT_TRUE(GenerateRandomModel({.shape = &qwen, .scheme = PureScheme(GgmlType::kF16), .out_path = biased}).ok());
+  ASSERT_TRUE(RewriteWith(biased, bad, [](GgufTensorInfo& t) { return t.name != "blk.0.attn_k.bias"; }).ok());
+  StatusOr<std::unique_ptr<Model>> partial = Model::Load(bad);
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("the q, k and v biases come all three or none"), std::string::npos)
+      << partial.status().message();
+  EXPECT_NE(partial.status().message().find("no blk.0.attn_k.bias"), std::string::npos);
+  std::filesystem::remove(biased);
+
   EXPECT_EQ(Model::Load("/nonexistent.gguf").status().code(), StatusCode::kNotFound);
   std::filesystem::remove(good);
   std::filesystem::remove(bad);

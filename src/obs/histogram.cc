@@ -49,24 +49,24 @@ double Histogram::Quantile(double q) const {
 
 std::string Histogram::RenderPrometheus(const std::string& name, const std::string& labels) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string out = "# TYPE " + name + " histogram\n";
-  const std::string sep = labels.empty() ? "" : ",";
+  const std::string bucket_prefix = name + "_bucket{" + labels + (labels.empty() ? "" : ",") + "le=\"";
+  const std::string braces = labels.empty() ? "" : "{" + labels + "}";
+  std::string out;
   uint64_t cumulative = 0;
-  char line[256];
+  char number[64];
   for (size_t i = 0; i < counts_.size(); ++i) {
     cumulative += counts_[i];
     if (i < bounds_.size()) {
-      std::snprintf(line, sizeof(line), "%s_bucket{%s%sle=\"%g\"} %llu\n", name.c_str(), labels.c_str(), sep.c_str(),
-                    bounds_[i], static_cast<unsigned long long>(cumulative));
+      std::snprintf(number, sizeof(number), "%g", bounds_[i]);
     } else {
-      std::snprintf(line, sizeof(line), "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name.c_str(), labels.c_str(),
-                    sep.c_str(), static_cast<unsigned long long>(cumulative));
+      std::snprintf(number, sizeof(number), "+Inf");
     }
-    out += line;
+    out += bucket_prefix + number + "\"} " + std::to_string(cumulative) + "\n";
   }
-  std::snprintf(line, sizeof(line), "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name.c_str(), labels.c_str(), sum_,
-                name.c_str(), labels.c_str(), static_cast<unsigned long long>(count_));
-  return out + line;
+  std::snprintf(number, sizeof(number), "%.9g", sum_);
+  out += name + "_sum" + braces + " " + number + "\n";
+  out += name + "_count" + braces + " " + std::to_string(count_) + "\n";
+  return out;
 }
 
 }  // namespace tachyon

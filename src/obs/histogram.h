@@ -19,7 +19,8 @@ class Histogram {
   double sum() const;
   // The q-quantile (0..1) estimated from the buckets; 0 when empty.
   double Quantile(double q) const;
-  // "<name>_bucket{<labels>,le="..."} n" lines, then _sum and _count.
+  // The series lines: "<name>_bucket{<labels>,le="..."} n", then _sum and _count
+  // (the family's HELP and TYPE lines are MetricsRegistry's).
   std::string RenderPrometheus(const std::string& name, const std::string& labels) const;
 
   // Bucket edges for latencies in seconds, fine from 1 ms.

@@ -125,7 +125,13 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapes) {
   EXPECT_EQ(status, "404");
   auto models = nlohmann::json::parse(Curl(server_->url() + "/v1/models"));
   EXPECT_EQ(models["data"][0]["id"], "stories260K");
-  EXPECT_EQ(Curl(server_->url() + "/health"), "{\"status\":\"ok\"}");
+  auto health = nlohmann::json::parse(Curl(server_->url() + "/health"));
+  EXPECT_EQ(health["status"], "ok");
+  EXPECT_EQ(health["routes"]["stories260K"], "ok");
+  EXPECT_EQ(health["backends"]["local"]["state"], "closed");
+  auto parts = nlohmann::json::parse(Post("/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":[{"type":1,"text":"x"}]}]})"));
+  EXPECT_EQ(parts["error"]["param"], "messages[0].content[0]") << "a wrong type inside a part is a 400, not silence";
 }
 
 TEST_F(ServeTest, ConcurrentStreamsAndMetricsAgree) {
@@ -149,15 +155,15 @@ TEST_F(ServeTest, ConcurrentStreamsAndMetricsAgree) {
   for (const std::string& t : texts) EXPECT_EQ(t, texts[0]) << "greedy: every stream the same text";
   EXPECT_FALSE(texts[0].empty());
   std::string metrics = Curl(server_->url() + "/metrics");
-  EXPECT_NE(metrics.find("tachyon:generation_tokens_total{model_name=\"stories260K\"} 128\n"), std::string::npos)
-      << metrics;
-  EXPECT_NE(metrics.find("tachyon:time_to_first_token_seconds_count{model_name=\"stories260K\"} 16\n"),
-            std::string::npos);
+  const std::string engine = "{model_name=\"stories260K\",backend=\"local\"}";
+  const std::string route = "{model_name=\"stories260K\",route=\"stories260K\",backend=\"local\"}";
+  EXPECT_NE(metrics.find("tachyon:generation_tokens_total" + engine + " 128\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tachyon:time_to_first_token_seconds_count" + route + " 16\n"), std::string::npos);
   EXPECT_NE(metrics.find("tachyon:prefix_cache_hits_total"), std::string::npos);
-  EXPECT_NE(metrics.find("tachyon:request_queue_time_seconds_count{model_name=\"stories260K\"} 16\n"),
-            std::string::npos);
-  EXPECT_NE(metrics.find("tachyon:inter_token_latency_seconds_count{model_name=\"stories260K\"} 112\n"),
-            std::string::npos) << "7 gaps per 8-token stream";
+  EXPECT_NE(metrics.find("tachyon:request_queue_time_seconds_count" + engine + " 16\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:inter_token_latency_seconds_count" + route + " 112\n"), std::string::npos)
+      << "7 gaps per 8-token stream";
+  EXPECT_NE(metrics.find("# HELP tachyon:time_to_first_token_seconds "), std::string::npos);
   EXPECT_EQ(server_->Stop(), 0) << "graceful shutdown exits 0";
 }
 
@@ -169,20 +175,20 @@ TEST(ServeDemoTest, DisconnectCancelsTheRequestAndFreesItsBlocks) {
   std::string body = "{\"prompt\":\"Once\",\"max_tokens\":1900,\"stream\":true,\"ignore_eos\":true}";
   std::string partial = Curl("-N --max-time 0.3 -X POST --data '" + body + "' " + server.url() + "/v1/completions");
   EXPECT_EQ(partial.find("[DONE]"), std::string::npos) << "the stream was cut before its end";
+  const std::string demo = "tachyon-demo (random weights)";
+  const std::string engine = "{model_name=\"" + demo + "\",backend=\"local\"}";
+  const std::string route = "{model_name=\"" + demo + "\",route=\"" + demo + "\",backend=\"local\"}";
   std::string metrics;
   for (int i = 0; i < 100; ++i) {
     metrics = Curl(server.url() + "/metrics");
-    if (metrics.find("request_cancelled_total{model_name=\"tachyon-demo (random weights)\"} 1\n") != std::string::npos &&
-        metrics.find("kv_cache_usage_perc{model_name=\"tachyon-demo (random weights)\"} 0\n") != std::string::npos) {
+    if (metrics.find("request_cancelled_total" + route + " 1\n") != std::string::npos &&
+        metrics.find("kv_cache_usage_perc" + engine + " 0\n") != std::string::npos) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_NE(metrics.find("request_cancelled_total{model_name=\"tachyon-demo (random weights)\"} 1\n"),
-            std::string::npos)
-      << metrics;
-  EXPECT_NE(metrics.find("kv_cache_usage_perc{model_name=\"tachyon-demo (random weights)\"} 0\n"), std::string::npos)
-      << "blocks in use back to 0";
+  EXPECT_NE(metrics.find("request_cancelled_total" + route + " 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("kv_cache_usage_perc" + engine + " 0\n"), std::string::npos) << "blocks in use back to 0";
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -1,0 +1,343 @@
+#include "backend/local_backend.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+
+#include "engine/text_stream.h"
+
+namespace tachyon {
+namespace {
+
+ApiError Invalid(std::string message, std::string param, std::string code = "") {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
+}
+
+const char* FinishName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    default: return "";
+  }
+}
+
+SamplingParams ToEngine(const SamplingOptions& s) {
+  return SamplingParams{.temperature = s.temperature,
+                        .top_k = s.top_k,
+                        .top_p = s.top_p,
+                        .min_p = s.min_p,
+                        .repetition_penalty = s.repetition_penalty,
+                        .presence_penalty = s.presence_penalty,
+                        .frequency_penalty = s.frequency_penalty,
+                        .seed = s.seed};
+}
+
+StatusOr<KvType> ParseKvType(const std::string& name) {
+  if (name == "f16") return KvType::kF16;
+  if (name == "f32") return KvType::kF32;
+  if (name == "q8_0") return KvType::kQ8_0;
+  return InvalidArgumentError("kv_cache_dtype must be f16, f32 or q8_0, not " + name);
+}
+
+BackendResult Refusal(const ApiError& error) {
+  return BackendResult{.kind = BackendResult::Kind::kRejected,
+                       .http_status = error.http_status,
+                       .body = ErrorBody(error),
+                       .error = error,
+                       .error_kind = error.code.empty() ? "invalid_request" : error.code};
+}
+
+}  // namespace
+
+// The state of one call while it runs: filled on the calling thread before
+// submission, then touched only on the engine thread (and Cancel's flag).
+struct LocalBackend::Job {
+  BackendRequest request;
+  std::shared_ptr<BackendSink> sink;
+  std::unique_ptr<TextStream> text;
+  SeqId seq;
+  int64_t num_prompt = 0;
+  int64_t num_generated = 0;
+  int64_t num_cached = 0;
+  std::string full_text;               // not streamed: the whole completion
+  std::vector<LogprobEntry> logprobs;  // not streamed: all; streamed: since the last chunk
+  int64_t text_offset = 0;             // bytes of completion text before `logprobs`
+  bool sent_first = false;
+  std::atomic<bool> done{false};
+
+  const CompletionRequest& r() const { return *request.request; }
+  Endpoint endpoint() const { return r().endpoint; }
+
+  void Chunk(const std::string& text, const std::string& reason) {
+    const bool want = r().num_logprobs >= 0;
+    BackendChunk chunk{ChunkBody(endpoint(), request.id, request.created, request.model_name, text, reason,
+                                 !sent_first, want ? &logprobs : nullptr, text_offset),
+                       text, reason};
+    sent_first = true;
+    for (const LogprobEntry& e : logprobs) text_offset += static_cast<int64_t>(e.token.size());
+    logprobs.clear();
+    sink->OnChunk(std::move(chunk));
+  }
+
+  BackendResult Result(const std::string& reason) const {
+    return BackendResult{.finish_reason = reason,
+                         .has_usage = true,
+                         .usage = {num_prompt, num_generated},
+                         .num_cached_tokens = num_cached};
+  }
+};
+
+StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendOptions& options,
+                                                             MetricsRegistry* metrics) {
+  std::unique_ptr<LocalBackend> b(new LocalBackend());
+  b->options_ = options;
+  const std::string& path = options.model_path;
+  ASSIGN_OR_RETURN(b->model_, Model::Load(path));
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(b->model_->file());
+  if (!tokenizer.ok()) return InvalidArgumentError(path + ": " + tokenizer.status().message());
+  b->tokenizer_ = std::move(tokenizer).value();
+  const ModelConfig& c = b->model_->config();
+
+  StatusOr<ChatTemplate> chat = ChatTemplate::ForModel(b->model_->file(), options.chat_template);
+  if (chat.ok()) {
+    b->chat_template_ = *chat;
+  } else if (!options.chat_template.empty()) {
+    return chat.status();
+  } else {
+    b->chat_disabled_reason_ = chat.status().message();
+  }
+
+  b->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : std::min<int64_t>(c.context_length, 4096);
+  if (b->max_model_len_ > c.context_length) {
+    return InvalidArgumentError("max_model_len " + std::to_string(b->max_model_len_) +
+                                " exceeds the model's context length " + std::to_string(c.context_length));
+  }
+  ASSIGN_OR_RETURN(KvType kv_type, ParseKvType(options.kv_cache_dtype));
+  if (kv_type == KvType::kQ8_0 && c.head_dim % 32 != 0) {
+    return InvalidArgumentError("kv_cache_dtype q8_0 needs a head dimension that is a multiple of 32; this model's is " +
+                                std::to_string(c.head_dim));
+  }
+  if (options.block_size < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
+    return InvalidArgumentError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1");
+  }
+  // KV blocks: from kv_cache_memory, else enough for max_num_seqs full-length sequences, at most 2 GiB.
+  b->bytes_per_block_ = KvBuffer::BlockBytes(c, options.block_size, kv_type);
+  uint64_t kv_bytes = options.kv_cache_memory;
+  if (kv_bytes == 0) {
+    const uint64_t full = static_cast<uint64_t>((b->max_model_len_ + options.block_size - 1) / options.block_size) *
+                          options.max_num_seqs * b->bytes_per_block_;
+    kv_bytes = std::min<uint64_t>(full, 2ull << 30);
+  }
+  b->num_blocks_ = static_cast<int>(kv_bytes / b->bytes_per_block_);
+  if (b->num_blocks_ * static_cast<int64_t>(options.block_size) < b->max_model_len_) {
+    return InvalidArgumentError("kv_cache_memory holds " +
+                                std::to_string(b->num_blocks_ * static_cast<int64_t>(options.block_size)) +
+                                " tokens, fewer than max_model_len " + std::to_string(b->max_model_len_));
+  }
+  EngineOptions engine{.kv = {.num_blocks = b->num_blocks_, .block_size = options.block_size,
+                              .enable_prefix_caching = options.prefix_caching},
+                       .scheduler = {.max_num_batched_tokens = options.max_num_batched_tokens,
+                                     .max_num_seqs = options.max_num_seqs, .max_model_len = b->max_model_len_},
+                       .num_threads = std::max(1, options.threads),
+                       .kv_type = kv_type};
+  b->loop_ = std::make_unique<EngineLoop>(std::make_unique<Engine>(*b->model_, &b->tokenizer_->vocab(), engine));
+  b->model_name_ = !options.served_model_name.empty() ? options.served_model_name
+                                                      : std::filesystem::path(path).stem().string();
+
+  b->metrics_ = metrics;
+  const std::vector<std::string> labels = {b->model_name_, options.name};
+  b->prompt_tokens_ = &metrics->AddCounter("tachyon:prompt_tokens_total", "Prompt tokens of finished requests",
+                                           {"model_name", "backend"}).With(labels);
+  b->generation_tokens_ = &metrics->AddCounter("tachyon:generation_tokens_total", "Tokens generated",
+                                               {"model_name", "backend"}).With(labels);
+  b->queue_time_ = &metrics->AddHistogram("tachyon:request_queue_time_seconds",
+                                          "From submission to the engine step that first computes the request",
+                                          {"model_name", "backend"}).With(labels);
+  Counter* queries = &metrics->AddCounter("tachyon:prefix_cache_queries_total",
+                                          "Prompt tokens looked up in the prefix cache", {"model_name", "backend"})
+                          .With(labels);
+  Counter* hits = &metrics->AddCounter("tachyon:prefix_cache_hits_total", "Prompt tokens found in the prefix cache",
+                                       {"model_name", "backend"}).With(labels);
+  Counter* computed = &metrics->AddCounter("tachyon:prompt_tokens_computed_total",
+                                           "Prompt tokens the engine computed (not found in the cache)",
+                                           {"model_name", "backend"}).With(labels);
+  Gauge* running = &metrics->AddGauge("tachyon:num_requests_running", "Sequences in the running batch",
+                                      {"model_name", "backend"}).With(labels);
+  Gauge* waiting = &metrics->AddGauge("tachyon:num_requests_waiting", "Sequences waiting to be scheduled",
+                                      {"model_name", "backend"}).With(labels);
+  Gauge* kv = &metrics->AddGauge("tachyon:kv_cache_usage_perc", "Share of KV blocks in use (0..1)",
+                                 {"model_name", "backend"}).With(labels);
+  EngineLoop* loop = b->loop_.get();
+  b->collector_id_ = metrics->AddCollector([=] {
+    const EngineStats s = loop->Stats();
+    queries->Set(static_cast<double>(s.prefix_query_tokens));
+    hits->Set(static_cast<double>(s.prefix_hit_tokens));
+    computed->Set(static_cast<double>(s.prompt_tokens_computed));
+    running->Set(s.num_running);
+    waiting->Set(s.num_waiting);
+    kv->Set(s.kv_usage);
+  });
+  return b;
+}
+
+LocalBackend::~LocalBackend() {
+  if (metrics_ != nullptr) metrics_->RemoveCollector(collector_id_);
+  loop_.reset();  // cancels what is left; no callback runs after this
+}
+
+std::string LocalBackend::Describe() const {
+  const ModelConfig& c = model_->config();
+  char line[512];
+  std::snprintf(line, sizeof(line), "model %s (%s), %d %s KV blocks of %d tokens (%.1f MB), max model length %lld",
+                model_name_.c_str(), c.architecture.c_str(), num_blocks_, options_.kv_cache_dtype.c_str(),
+                options_.block_size, static_cast<double>(num_blocks_) * bytes_per_block_ / 1e6,
+                static_cast<long long>(max_model_len_));
+  return line;
+}
+
+CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
+  const CompletionRequest& r = *request.request;
+  const bool chat = r.endpoint == Endpoint::kChatCompletions;
+  auto refuse = [&](const ApiError& error) {
+    sink->OnDone(Refusal(error));
+    return CancelFn([] {});
+  };
+  if (r.n != 1) return refuse(Invalid("this backend answers 'n' = 1 only", "n"));
+  if (r.has_non_text_parts) {
+    return refuse(Invalid("this model reads text only; the message has other content parts", "messages"));
+  }
+  std::vector<TokenId> prompt;
+  if (chat) {
+    if (!chat_template_) {
+      return refuse(Invalid("the model has no chat template (" + chat_disabled_reason_ +
+                                "); start the server with --chat-template NAME",
+                            "messages"));
+    }
+    StatusOr<std::string> text = chat_template_->Render(r.messages);
+    if (!text.ok()) return refuse(Invalid(text.status().message(), "messages"));
+    prompt = tokenizer_->Encode(*text, {.add_special = true, .parse_special = true});
+  } else if (r.prompt_is_ids) {
+    prompt = r.prompt_ids;
+  } else {
+    prompt = tokenizer_->Encode(r.prompt, {.add_special = true});
+  }
+  const int64_t num_prompt = static_cast<int64_t>(prompt.size());
+  if (num_prompt == 0) return refuse(Invalid("the prompt is empty", "prompt"));
+  if (num_prompt >= max_model_len_) {
+    return refuse(Invalid("the prompt has " + std::to_string(num_prompt) +
+                              " tokens; this server's maximum model length is " + std::to_string(max_model_len_) +
+                              " tokens (prompt + completion)",
+                          chat ? "messages" : "prompt", "context_length_exceeded"));
+  }
+  const int64_t room = max_model_len_ - num_prompt;
+  const int64_t max_tokens = r.max_tokens.value_or(chat ? room : 16);
+  if (max_tokens > room) {
+    return refuse(Invalid("max_tokens " + std::to_string(max_tokens) + " plus the prompt's " +
+                              std::to_string(num_prompt) + " tokens exceeds the maximum model length of " +
+                              std::to_string(max_model_len_),
+                          "max_tokens", "context_length_exceeded"));
+  }
+  if (loop_->num_in_flight() >= options_.max_queue) {
+    return refuse({429, "the server is at its limit of " + std::to_string(options_.max_queue) +
+                            " requests in flight (--max-queue); retry later",
+                   "rate_limit_error", "", "server_busy"});
+  }
+
+  auto job = std::make_shared<Job>();
+  job->seq = SeqId(next_seq_++);
+  job->num_prompt = num_prompt;
+  job->sink = std::move(sink);
+  job->text = std::make_unique<TextStream>(*tokenizer_, r.stop);
+  Request engine_request{.id = job->seq,
+                         .prompt = std::move(prompt),
+                         .sampling = ToEngine(r.sampling),
+                         .max_tokens = max_tokens,
+                         .ignore_eos = r.ignore_eos,
+                         .num_logprobs = r.num_logprobs};
+  if (options_.request_timeout_seconds > 0) {
+    engine_request.deadline = request.arrival + std::chrono::microseconds(
+                                                    static_cast<int64_t>(options_.request_timeout_seconds * 1e6));
+  }
+  job->request = std::move(request);
+  EngineLoop* loop = loop_.get();
+  const Tokenizer* tokenizer = tokenizer_.get();
+  const double timeout = options_.request_timeout_seconds;
+  loop_->Submit(std::move(engine_request), [this, job, loop, tokenizer, timeout](const RequestOutput* out,
+                                                                               const Status& status) {
+    if (job->done.load()) return;
+    const CompletionRequest& r = job->r();
+    if (!status.ok()) {
+      job->done = true;
+      job->sink->OnDone(Refusal(Invalid(status.message(), "")));
+      return;
+    }
+    if (out->finish_reason == FinishReason::kTimeout) {
+      job->done = true;
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g", timeout);
+      const ApiError error{504, std::string("the request did not finish within --request-timeout (") + seconds + " s)",
+                           "timeout_error", "", "request_timeout"};
+      BackendResult result = Refusal(error);
+      result.error_kind = "timeout";
+      if (job->sent_first) result.kind = BackendResult::Kind::kBroken;
+      job->sink->OnDone(std::move(result));
+      return;
+    }
+    if (out->queue_seconds >= 0) queue_time_->Observe(out->queue_seconds);
+    job->num_cached = out->num_cached_tokens;
+    const bool want_logprobs = r.num_logprobs >= 0;
+    for (size_t i = 0; want_logprobs && i < out->new_tokens.size() && i < out->logprobs.size(); ++i) {
+      LogprobEntry entry{tokenizer->TokenToPiece(out->new_tokens[i]), out->logprobs[i].logprob, {}};
+      for (const auto& [id, lp] : out->logprobs[i].top) entry.top.emplace_back(tokenizer->TokenToPiece(id), lp);
+      job->logprobs.push_back(std::move(entry));
+    }
+    std::string text;
+    bool stopped = false;
+    for (TokenId t : out->new_tokens) {
+      ++job->num_generated;
+      // The end-of-generation token itself is not text.
+      if (out->finish_reason == FinishReason::kStop && t == out->new_tokens.back() &&
+          tokenizer->vocab().IsEndOfGeneration(t)) {
+        continue;
+      }
+      text += job->text->Add(t, &stopped);
+      if (stopped) break;
+    }
+    const FinishReason reason = stopped ? FinishReason::kStop : out->finish_reason;
+    if (stopped && out->finish_reason == FinishReason::kNone) loop->Cancel(job->seq);
+    if (reason == FinishReason::kNone) {
+      if (!r.stream) {
+        job->full_text += text;
+      } else if (!text.empty() || !job->logprobs.empty()) {
+        job->Chunk(text, "");
+      }
+      return;
+    }
+    // Finished.
+    job->done = true;
+    if (!stopped) text += job->text->Finish();
+    prompt_tokens_->Add(static_cast<double>(job->num_prompt));
+    generation_tokens_->Add(static_cast<double>(job->num_generated));
+    BackendResult result = job->Result(FinishName(reason));
+    if (r.stream) {
+      job->Chunk(text, result.finish_reason);
+      if (r.include_usage) {
+        BackendChunk usage{UsageChunkBody(r.endpoint, job->request.id, job->request.created,
+                                          job->request.model_name, result.usage),
+                           "", ""};
+        job->sink->OnChunk(std::move(usage));
+      }
+    } else {
+      result.body = CompletionBody(r.endpoint, job->request.id, job->request.created, job->request.model_name,
+                                   job->full_text + text, result.finish_reason, result.usage,
+                                   want_logprobs ? &job->logprobs : nullptr);
+    }
+    job->sink->OnDone(std::move(result));
+  });
+  return [loop, job] {
+    job->done = true;
+    loop->Cancel(job->seq);
+  };
+}
+
+}  // namespace tachyon

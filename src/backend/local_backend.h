@@ -1,0 +1,83 @@
+// LocalBackend: a GGUF model served by this process's engine (its own
+// EngineLoop thread). Start() does the request work on the calling thread
+// (chat template, tokenization, limits: a server worker, never an I/O thread)
+// and submits to the engine; tokens come back on the engine thread and leave as
+// text (stop strings held back and cut, UTF-8 whole) in OpenAI chunks, or as one
+// body at the end.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/engine_loop.h"
+#include "model/model.h"
+#include "obs/metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon {
+
+struct LocalBackendOptions {
+  std::string name = "local";
+  std::string model_path;
+  std::string served_model_name;  // default: the file's stem
+  std::string chat_template;      // a family name instead of the model's own; "" for the model's
+  int threads = 1;
+  int block_size = 16;
+  uint64_t kv_cache_memory = 0;   // bytes; 0: max_num_seqs full-length sequences, at most 2 GiB
+  int64_t max_model_len = 0;      // 0: the model's context, at most 4096
+  int max_num_seqs = 16;
+  int64_t max_num_batched_tokens = 512;
+  bool prefix_caching = true;
+  std::string kv_cache_dtype = "f16";  // f16, f32, q8_0
+  int max_queue = 256;                 // requests in flight before 429
+  double request_timeout_seconds = 0;  // 0: none
+};
+
+class LocalBackend : public Backend {
+ public:
+  // Loads the model and starts its engine thread; the errors name the flag or key at fault.
+  static StatusOr<std::unique_ptr<LocalBackend>> Create(const LocalBackendOptions& options,
+                                                        MetricsRegistry* metrics);
+  ~LocalBackend() override;
+
+  const std::string& name() const override { return options_.name; }
+  const char* kind() const override { return "local"; }
+  const std::string& model_name() const override { return model_name_; }
+  CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
+  void Shutdown() override { loop_.reset(); }
+  bool OnOwnThread() const override { return loop_ && loop_->OnLoopThread(); }
+
+  // One line for the server's start-up message.
+  std::string Describe() const;
+  // Why chat requests are refused, or "" when the model has a chat template.
+  const std::string& chat_disabled_reason() const { return chat_disabled_reason_; }
+
+  struct Job;
+
+ private:
+  LocalBackend() = default;
+
+  LocalBackendOptions options_;
+  std::string model_name_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_template_;
+  std::string chat_disabled_reason_;
+  int64_t max_model_len_ = 0;
+  int num_blocks_ = 0;
+  uint64_t bytes_per_block_ = 0;
+  std::unique_ptr<EngineLoop> loop_;
+  std::atomic<int64_t> next_seq_{1};
+
+  MetricsRegistry* metrics_ = nullptr;
+  int collector_id_ = 0;
+  Counter* prompt_tokens_ = nullptr;
+  Counter* generation_tokens_ = nullptr;
+  Histogram* queue_time_ = nullptr;
+};
+
+}  // namespace tachyon

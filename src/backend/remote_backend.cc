@@ -1,0 +1,230 @@
+#include "backend/remote_backend.h"
+
+#include <nlohmann/json.hpp>
+
+#include "http/sse_parser.h"
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bytes of an error body kept for the message.
+constexpr size_t kMaxErrorBody = 64 << 10;
+// An upstream event longer than this is not an OpenAI chunk.
+constexpr size_t kMaxEventBytes = 16 << 20;
+
+}  // namespace
+
+// One call, on the loop thread after Start.
+struct RemoteBackend::Call {
+  RemoteBackend* backend;
+  std::shared_ptr<BackendSink> sink;
+  bool stream = false;
+  bool chat = false;
+  Clock::time_point sent;
+  HttpResponseHead head;
+  bool got_head = false;
+  bool forwarded = false;  // an event went to the sink: no other backend may be tried now
+  bool saw_done = false;   // the upstream's [DONE]
+  bool failed = false;     // a result was already given
+  BackendResult result;
+  std::string body;        // not streamed, or an error body
+  std::unique_ptr<SseParser> events;
+
+  const std::string& name() const { return backend->options_.name; }
+
+  void Finish(BackendResult r) {
+    if (failed) return;
+    failed = true;
+    sink->OnDone(std::move(r));
+  }
+
+  // Before the first event: the route may try another backend.
+  void Fail(int status, std::string message, std::string kind, std::string type = "upstream_error") {
+    BackendResult r;
+    r.kind = forwarded ? BackendResult::Kind::kBroken : BackendResult::Kind::kFailed;
+    r.http_status = status;
+    r.error = ApiError{status, "backend '" + name() + "': " + message, std::move(type), "", kind};
+    r.error_kind = std::move(kind);
+    r.first_byte_seconds = result.first_byte_seconds;
+    Finish(std::move(r));
+  }
+
+  void OnHead(const HttpResponseHead& h) {
+    head = h;
+    got_head = true;
+    result.first_byte_seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+    if (stream && head.status == 200) {
+      events = std::make_unique<SseParser>([this](std::string_view data) { OnEvent(data); });
+    }
+  }
+
+  void OnData(std::string_view data) {
+    if (failed) return;
+    if (events) {
+      events->Feed(data);
+      if (events->pending_bytes() > kMaxEventBytes) {
+        Fail(502, "an event of more than 16 MiB: not an OpenAI stream", "oversized_event");
+      }
+      return;
+    }
+    const size_t limit = head.status == 200 ? backend->options_.max_body_bytes : kMaxErrorBody;
+    if (body.size() + data.size() > limit) {
+      if (head.status == 200) {
+        Fail(502, "the answer is larger than " + std::to_string(limit) + " bytes", "oversized_body");
+      }
+      return;  // an error body: its start is enough
+    }
+    body.append(data);
+  }
+
+  void OnEvent(std::string_view data) {
+    if (failed) return;
+    if (data == "[DONE]") {
+      saw_done = true;
+      return;
+    }
+    StreamChunk chunk;
+    if (!backend->parser_.Parse(data, chat, &chunk)) {
+      Fail(502, "an event that is not a JSON object: " + std::string(data.substr(0, 200)), "malformed_event");
+      return;
+    }
+    if (chunk.is_error) {
+      Fail(502, "error in the stream: " + ErrorMessageOf(std::string(data)), "stream_error");
+      return;
+    }
+    if (chunk.has_usage) {
+      result.has_usage = true;
+      result.usage = {chunk.prompt_tokens, chunk.completion_tokens};
+    }
+    if (!chunk.finish_reason.empty()) result.finish_reason = std::string(chunk.finish_reason);
+    forwarded = true;
+    sink->OnChunk(BackendChunk{std::string(data), std::string(chunk.text), std::string(chunk.finish_reason)});
+  }
+
+  void OnDone(const Status& status) {
+    if (failed) return;
+    if (!status.ok()) {
+      std::string kind = status.code() == StatusCode::kOutOfRange ? (got_head ? "timeout" : "first_byte_timeout")
+                         : status.code() == StatusCode::kDataLoss ? "truncated"
+                         : got_head                               ? "read"
+                                                                  : "connect";
+      Fail(kind == "first_byte_timeout" || kind == "timeout" ? 504 : 502, status.message(), kind,
+           kind == "timeout" || kind == "first_byte_timeout" ? "timeout_error" : "upstream_error");
+      return;
+    }
+    if (head.status >= 500) {
+      Fail(502, "answered " + std::to_string(head.status) + ": " + ErrorMessageOf(body), "upstream_5xx");
+      return;
+    }
+    if (head.status != 200) {  // 4xx (and odd 1xx/2xx/3xx): the upstream's answer as it is
+      result.kind = BackendResult::Kind::kRejected;
+      result.http_status = head.status;
+      auto type = head.headers.find("content-type");
+      result.content_type = type != head.headers.end() ? type->second : "application/json";
+      result.body = std::move(body);
+      result.error = ApiError{head.status, ErrorMessageOf(result.body), "upstream_error", "", ""};
+      result.error_kind = "upstream_4xx";
+      Finish(std::move(result));
+      return;
+    }
+    if (stream) {
+      if (!events) {
+        auto type = head.headers.find("content-type");
+        Fail(502, "answered '" + (type != head.headers.end() ? type->second : std::string("no content type")) +
+                      "', not an event stream",
+             "not_streamed");
+        return;
+      }
+      if (!saw_done && result.finish_reason.empty()) {
+        Fail(502, "the stream ended before its last chunk", "truncated");
+        return;
+      }
+      result.kind = BackendResult::Kind::kOk;
+      Finish(std::move(result));
+      return;
+    }
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_object()) {
+      Fail(502, "the answer is not a JSON object", "malformed_body");
+      return;
+    }
+    if (j.contains("usage") && j["usage"].is_object()) {
+      const nlohmann::json& u = j["usage"];
+      result.has_usage = true;
+      result.usage.prompt_tokens = u.value("prompt_tokens", int64_t{0});
+      result.usage.completion_tokens = u.value("completion_tokens", int64_t{0});
+    }
+    if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty() &&
+        j["choices"][0].is_object() && j["choices"][0].contains("finish_reason") &&
+        j["choices"][0]["finish_reason"].is_string()) {
+      result.finish_reason = j["choices"][0]["finish_reason"].get<std::string>();
+    }
+    result.kind = BackendResult::Kind::kOk;
+    result.body = std::move(body);
+    Finish(std::move(result));
+  }
+};
+
+RemoteBackend::RemoteBackend(RemoteBackendOptions options, HttpUrl url)
+    : options_(std::move(options)),
+      url_(std::move(url)),
+      model_name_(options_.upstream_model.empty() ? options_.name : options_.upstream_model),
+      client_(std::make_unique<HttpClient>(HttpClientOptions{.verify_peer = options_.verify_tls,
+                                                             .ca_file = options_.ca_file,
+                                                             .user_agent = "tachyon",
+                                                             .max_idle_per_host = options_.pool_size})) {
+  thread_ = std::thread([this] { client_->RunUntilStopped(); });
+}
+
+StatusOr<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(const RemoteBackendOptions& options) {
+  StatusOr<HttpUrl> url = ParseHttpUrl(options.base_url);
+  if (!url.ok()) return InvalidArgumentError("base_url: " + url.status().message());
+  if (options.total_timeout_seconds <= 0) return InvalidArgumentError("total_timeout must be above 0 seconds");
+  return std::unique_ptr<RemoteBackend>(new RemoteBackend(options, *url));
+}
+
+RemoteBackend::~RemoteBackend() { Shutdown(); }
+
+void RemoteBackend::Shutdown() {
+  if (!client_) return;
+  client_->Stop();
+  thread_.join();
+  client_.reset();  // the unfinished exchanges' frames, and the sinks they hold, go with it
+}
+
+CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
+  const CompletionRequest& r = *request.request;
+  nlohmann::json body = r.body;
+  if (!options_.upstream_model.empty()) body["model"] = options_.upstream_model;
+  HttpClientRequest up{.method = "POST",
+                       .host = url_.host,
+                       .port = url_.port,
+                       .target = url_.path + (r.endpoint == Endpoint::kChatCompletions ? "/chat/completions"
+                                                                                        : "/completions"),
+                       .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       .timeout_seconds = options_.total_timeout_seconds,
+                       .connect_timeout_seconds = options_.connect_timeout_seconds,
+                       .first_byte_timeout_seconds = options_.first_byte_timeout_seconds,
+                       .tls = url_.tls};
+  up.headers.emplace_back("Content-Type", "application/json");
+  if (r.stream) up.headers.emplace_back("Accept", "text/event-stream");
+  if (!options_.api_key.empty()) up.headers.emplace_back("Authorization", "Bearer " + options_.api_key);
+
+  auto call = std::make_shared<Call>();
+  call->backend = this;
+  call->sink = std::move(sink);
+  call->stream = r.stream;
+  call->chat = r.endpoint == Endpoint::kChatCompletions;
+  call->sent = Clock::now();
+  const uint64_t id = client_->Send(std::move(up), HttpStreamCallbacks{
+      .on_head = [call](const HttpResponseHead& h) { call->OnHead(h); },
+      .on_data = [call](std::string_view d) { call->OnData(d); },
+      .on_done = [call](const Status& s) { call->OnDone(s); },
+  });
+  HttpClient* client = client_.get();
+  return [client, id] { client->Cancel(id); };
+}
+
+}  // namespace tachyon

@@ -1,0 +1,65 @@
+// RemoteBackend: an OpenAI-compatible upstream (vLLM, llama.cpp's server, a
+// hosted API) over HttpClient, on its own loop thread.
+//
+// The request goes up as the client sent it (every field, known or not), with
+// `model` replaced by upstream_model when one is set. A streamed answer comes
+// back event by event and each event is handed on the moment it is read: no
+// buffering, the event's JSON unchanged (only the upstream's [DONE] is dropped:
+// the server ends every stream itself). A 4xx passes through as it is; a
+// connect error, a 5xx or a first-byte timeout is a kFailed result (nothing has
+// reached the client: the route may try another backend); a failure after the
+// first event is kBroken. Cancel closes the upstream connection.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "api/stream_chunk.h"
+#include "backend/backend.h"
+#include "http/http_client.h"
+
+namespace tachyon {
+
+struct RemoteBackendOptions {
+  std::string name;
+  std::string base_url;        // "http://127.0.0.1:9001/v1" (the paths /chat/completions, /completions go under it)
+  std::string api_key;         // sent as "Authorization: Bearer"; "" for none
+  std::string upstream_model;  // the model name sent upstream; "" keeps the client's
+  double connect_timeout_seconds = 5;
+  double first_byte_timeout_seconds = 60;
+  double total_timeout_seconds = 600;
+  size_t pool_size = 64;       // idle keep-alive connections kept to the upstream
+  bool verify_tls = true;
+  std::string ca_file;
+  size_t max_body_bytes = 64 << 20;  // a whole (not streamed) answer larger than this is an error
+};
+
+class RemoteBackend : public Backend {
+ public:
+  static StatusOr<std::unique_ptr<RemoteBackend>> Create(const RemoteBackendOptions& options);
+  ~RemoteBackend() override;  // stops the loop; calls in flight get no more callbacks
+
+  const std::string& name() const override { return options_.name; }
+  const char* kind() const override { return "openai"; }
+  const std::string& model_name() const override { return model_name_; }
+  CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
+  void Shutdown() override;
+  bool OnOwnThread() const override { return std::this_thread::get_id() == thread_.get_id(); }
+
+  const RemoteBackendOptions& options() const { return options_; }
+
+  struct Call;
+
+ private:
+  explicit RemoteBackend(RemoteBackendOptions options, HttpUrl url);
+
+  RemoteBackendOptions options_;
+  HttpUrl url_;
+  std::string model_name_;  // upstream_model, or the backend's name
+  std::unique_ptr<HttpClient> client_;  // null after Shutdown
+  StreamChunkParser parser_;  // loop thread only: every call's events are parsed there
+  std::thread thread_;
+};
+
+}  // namespace tachyon

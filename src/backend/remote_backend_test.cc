@@ -1,0 +1,178 @@
+// RemoteBackend against a real HTTP upstream on loopback (tests/support/upstream_server.h).
+#include "backend/remote_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "tests/support/upstream_server.h"
+
+namespace tachyon {
+namespace {
+
+using testing::UpstreamServer;
+
+// Collects a call's output; Wait() blocks until OnDone.
+class Collector : public BackendSink {
+ public:
+  void OnChunk(BackendChunk chunk) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    chunks.push_back(std::move(chunk));
+    times.push_back(std::chrono::steady_clock::now());
+  }
+  void OnDone(BackendResult r) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result = std::move(r);
+    done = true;
+    cv_.notify_all();
+  }
+  size_t num_chunks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return chunks.size();
+  }
+  bool Wait(double seconds = 10) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
+  }
+  std::vector<BackendChunk> chunks;
+  std::vector<std::chrono::steady_clock::time_point> times;
+  BackendResult result;
+  bool done = false;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+BackendRequest Chat(const std::string& body) {
+  auto parsed = ParseCompletionRequest(body, Endpoint::kChatCompletions);
+  return BackendRequest{.request = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(parsed)),
+                        .id = "chatcmpl-1",
+                        .created = 1,
+                        .model_name = "chat",
+                        .arrival = std::chrono::steady_clock::now()};
+}
+
+std::unique_ptr<RemoteBackend> Make(const UpstreamServer& up, RemoteBackendOptions o = {}) {
+  o.name = "up";
+  o.base_url = up.base_url();
+  auto b = RemoteBackend::Create(o);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  return std::move(b).value();
+}
+
+TEST(RemoteBackendTest, StreamsEveryEventAsItArrivesAndSendsTheBodyUnchanged) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  up.num_chunks = 4;
+  up.gap_ms = 30;
+  auto backend = Make(up, {.api_key = "sk-test", .upstream_model = "gpt-up"});
+  auto sink = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":true,
+                          "tools":[{"type":"function","function":{"name":"f"}}],"x_vendor":7})"),
+                 sink);
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->result.kind, BackendResult::Kind::kOk) << sink->result.error.message;
+  ASSERT_EQ(sink->chunks.size(), 5u) << "4 content chunks and the usage chunk; [DONE] is the server's";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(sink->chunks[i].text, "tok");
+  EXPECT_EQ(sink->chunks[3].finish_reason, "stop");
+  EXPECT_EQ(sink->result.finish_reason, "stop");
+  EXPECT_TRUE(sink->result.has_usage);
+  EXPECT_EQ(sink->result.usage.completion_tokens, 4);
+  EXPECT_NE(sink->chunks[0].event.find("\"id\":\"up-1\""), std::string::npos) << "the upstream's JSON, unchanged";
+  // Not buffered: the chunks arrived about 30 ms apart, not all at the end.
+  const double spread = std::chrono::duration<double>(sink->times[3] - sink->times[0]).count();
+  EXPECT_GT(spread, 0.080);
+  ASSERT_EQ(up.bodies().size(), 1u);
+  const nlohmann::json sent = up.bodies()[0];
+  EXPECT_EQ(sent["model"], "gpt-up");
+  EXPECT_EQ(sent["tools"][0]["function"]["name"], "f") << "fields Tachyon does not read pass through";
+  EXPECT_EQ(sent["x_vendor"], 7);
+  EXPECT_EQ(up.authorizations()[0], "Bearer sk-test");
+}
+
+TEST(RemoteBackendTest, WholeAnswersPassThroughAndFourHundredsAreRejectionsAsTheyAre) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  auto backend = Make(up);
+  auto ok = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}]})"), ok);
+  ASSERT_TRUE(ok->Wait());
+  EXPECT_EQ(ok->result.kind, BackendResult::Kind::kOk);
+  EXPECT_EQ(nlohmann::json::parse(ok->result.body)["choices"][0]["message"]["content"], "toktoktok");
+  EXPECT_EQ(ok->result.usage.prompt_tokens, 5);
+  EXPECT_GE(ok->result.first_byte_seconds, 0);
+
+  up.mode = UpstreamServer::Mode::kStatus;
+  up.status = 422;
+  auto rejected = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}]})"), rejected);
+  ASSERT_TRUE(rejected->Wait());
+  EXPECT_EQ(rejected->result.kind, BackendResult::Kind::kRejected);
+  EXPECT_EQ(rejected->result.http_status, 422);
+  EXPECT_NE(rejected->result.body.find("scripted failure 422"), std::string::npos);
+}
+
+TEST(RemoteBackendTest, FailuresBeforeTheFirstByteMayBeRetriedAfterItNot) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  auto backend = Make(up, {.first_byte_timeout_seconds = 0.2});
+  up.mode = UpstreamServer::Mode::kStatus;
+  up.status = 503;
+  auto five = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}],"stream":true})"), five);
+  ASSERT_TRUE(five->Wait());
+  EXPECT_EQ(five->result.kind, BackendResult::Kind::kFailed);
+  EXPECT_EQ(five->result.error_kind, "upstream_5xx");
+  EXPECT_EQ(five->result.http_status, 502);
+  EXPECT_NE(five->result.error.message.find("backend 'up'"), std::string::npos) << five->result.error.message;
+
+  up.mode = UpstreamServer::Mode::kHang;
+  auto hang = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}],"stream":true})"), hang);
+  ASSERT_TRUE(hang->Wait());
+  EXPECT_EQ(hang->result.kind, BackendResult::Kind::kFailed);
+  EXPECT_EQ(hang->result.error_kind, "first_byte_timeout");
+  EXPECT_EQ(hang->result.http_status, 504);
+
+  up.mode = UpstreamServer::Mode::kCutAfter;
+  up.num_chunks = 5;
+  up.cut_after = 2;
+  auto cut = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}],"stream":true})"), cut);
+  ASSERT_TRUE(cut->Wait());
+  EXPECT_EQ(cut->chunks.size(), 2u);
+  EXPECT_EQ(cut->result.kind, BackendResult::Kind::kBroken) << "chunks already went out";
+  EXPECT_EQ(cut->result.error_kind, "truncated");
+
+  up.Stop();  // nobody listens there now
+  auto dead = std::make_shared<Collector>();
+  backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}]})"), dead);
+  ASSERT_TRUE(dead->Wait());
+  EXPECT_EQ(dead->result.kind, BackendResult::Kind::kFailed);
+  EXPECT_EQ(dead->result.error_kind, "connect");
+}
+
+TEST(RemoteBackendTest, CancelClosesTheUpstreamConnectionAndSilencesTheCall) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  up.num_chunks = 100;
+  up.gap_ms = 20;
+  auto backend = Make(up);
+  auto sink = std::make_shared<Collector>();
+  CancelFn cancel = backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}],"stream":true})"), sink);
+  for (int i = 0; i < 400 && sink->num_chunks() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(sink->num_chunks(), 2u);
+  cancel();
+  for (int i = 0; i < 400 && up.num_client_closed() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(up.num_client_closed(), 1) << "the upstream saw its client go";
+  const size_t seen = sink->num_chunks();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(sink->num_chunks(), seen) << "nothing after the cancel";
+  EXPECT_FALSE(sink->Wait(0.05)) << "and no OnDone";
+  cancel();  // twice is harmless
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -1,0 +1,513 @@
+#include "gateway/gateway.h"
+
+#include <random>
+#include <thread>
+
+#include <xxhash.h>
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The leading characters of the prompt as the engine would see them, for prefix affinity.
+uint64_t PrefixHash(const CompletionRequest& r, size_t num_chars) {
+  std::string text;
+  if (r.endpoint == Endpoint::kChatCompletions) {
+    for (const ChatMessage& m : r.messages) {
+      if (text.size() >= num_chars) break;
+      text += m.role;
+      text += '\x1f';
+      text += m.content;
+      text += '\x1e';
+    }
+  } else if (r.prompt_is_ids) {
+    for (TokenId t : r.prompt_ids) {
+      if (text.size() >= num_chars) break;
+      const int32_t v = t.value();
+      text.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    }
+  } else {
+    text = r.prompt.substr(0, num_chars);
+  }
+  if (text.size() > num_chars) text.resize(num_chars);
+  return XXH3_64bits(text.data(), text.size());
+}
+
+}  // namespace
+
+class Route {
+ public:
+  struct Series {  // {model_name, route, backend}
+    Histogram* ttft;
+    Histogram* itl;
+    Histogram* e2e;
+    Counter* success;
+    Counter* cancelled;
+  };
+
+  Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>> slots, MetricsRegistry* m)
+      : config_(config),
+        slots_(std::move(slots)),
+        policy_(RoutePolicy::Make(config.policy, slots_.size(), config.policy_options)),
+        rng_(XXH3_64bits(config.model.data(), config.model.size())) {
+    const std::vector<std::string> labels = {"model_name", "route", "backend"};
+    HistogramFamily& ttft = m->AddHistogram("tachyon:time_to_first_token_seconds",
+                                            "From the request read to its first content chunk sent", labels);
+    HistogramFamily& itl = m->AddHistogram("tachyon:inter_token_latency_seconds",
+                                           "Gaps between content chunks sent to the client", labels);
+    HistogramFamily& e2e = m->AddHistogram("tachyon:e2e_request_latency_seconds",
+                                           "From the request read to the last byte of its answer", labels);
+    CounterFamily& success = m->AddCounter("tachyon:request_success_total", "Requests answered in full", labels);
+    CounterFamily& cancelled = m->AddCounter("tachyon:request_cancelled_total",
+                                             "Requests whose client went away before the answer ended", labels);
+    for (const auto& slot : slots_) {
+      const std::vector<std::string> v = {slot->backend->model_name(), config.model, slot->backend->name()};
+      series_.push_back({&ttft.With(v), &itl.With(v), &e2e.With(v), &success.With(v), &cancelled.With(v)});
+    }
+    requests_ = &m->AddCounter("tachyon:route_requests_total", "Requests that reached the route", {"route"})
+                     .With({config.model});
+    retries_ = &m->AddCounter("tachyon:route_retries_total",
+                              "Attempts on another backend after one failed before answering", {"route"})
+                    .With({config.model});
+    fallbacks_ = &m->AddCounter("tachyon:route_fallbacks_total",
+                                "Requests answered by a backend other than the policy's first choice", {"route"})
+                      .With({config.model});
+    errors_ = &m->AddCounter("tachyon:request_error_total", "Requests that ended in an error, by kind",
+                             {"route", "backend", "kind"});
+  }
+
+  const std::string& name() const { return config_.model; }
+  const RouteConfig& config() const { return config_; }
+  const std::vector<std::shared_ptr<BackendSlot>>& slots() const { return slots_; }
+  const Series& series(size_t idx) const { return series_[idx]; }
+  Counter& requests() const { return *requests_; }
+  Counter& retries() const { return *retries_; }
+  Counter& fallbacks() const { return *fallbacks_; }
+  Counter& error(const std::string& backend, const std::string& kind) const {
+    return errors_->With({config_.model, backend, kind});
+  }
+
+  // The backends to try for this request, in order (available ones only).
+  std::vector<size_t> Plan(const CompletionRequest& r, Clock::time_point now) {
+    std::vector<CandidateState> candidates;
+    for (const auto& slot : slots_) {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      candidates.push_back({slot->breaker.WouldAllow(now), slot->outstanding, slot->ttft_ewma});
+    }
+    PolicyInput input;
+    if (config_.policy == PolicyKind::kPrefixAffinity) input.prefix_hash = PrefixHash(r, config_.affinity_prefix_chars);
+    std::lock_guard<std::mutex> lock(mutex_);
+    input.random = std::uniform_real_distribution<double>(0, 1)(rng_);
+    std::vector<size_t> order = policy_->Order(candidates, input);
+    const size_t limit = config_.max_attempts > 0 ? static_cast<size_t>(config_.max_attempts) : order.size();
+    if (order.size() > limit) order.resize(limit);
+    return order;
+  }
+
+ private:
+  RouteConfig config_;
+  std::vector<std::shared_ptr<BackendSlot>> slots_;
+  std::vector<Series> series_;
+  std::mutex mutex_;  // the policy's state and rng_
+  std::unique_ptr<RoutePolicy> policy_;
+  std::mt19937_64 rng_;
+  Counter* requests_ = nullptr;
+  Counter* retries_ = nullptr;
+  Counter* fallbacks_ = nullptr;
+  CounterFamily* errors_ = nullptr;
+};
+
+namespace {
+
+// One request through a route: its attempts, in order, until one answers.
+// Invariant: at most one attempt is current; a slot's outstanding count is
+// raised when an attempt starts and lowered exactly once, by its OnDone or by Cancel.
+class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
+ public:
+  GatewayCall(std::shared_ptr<const Gateway> gateway, Route* route, std::vector<size_t> plan,
+              BackendRequest request, std::shared_ptr<GatewaySink> sink)
+      : gateway_(std::move(gateway)),
+        route_(route),
+        plan_(std::move(plan)),
+        request_(std::move(request)),
+        sink_(std::move(sink)) {
+    info_.route = route_->name();
+  }
+
+  void Start() { NextAttempt(); }
+
+  void Cancel() {
+    CancelFn cancel;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      finished_ = cancelled_ = true;
+      cancel = std::move(cancel_);
+      if (current_ >= 0) {
+        BackendSlot& slot = Slot();
+        std::lock_guard<std::mutex> slot_lock(slot.mutex);
+        --slot.outstanding;
+        slot.breaker.OnAbandoned();
+        slot.in_flight->Set(slot.outstanding);
+        route_->series(plan_[attempt_]).cancelled->Add();
+      }
+    }
+    if (cancel) cancel();
+  }
+
+  void OnChunk(int attempt, BackendChunk chunk) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || attempt != current_) return;
+      committed_ = true;
+      if (!chunk.text.empty()) {
+        const Clock::time_point now = Clock::now();
+        const Route::Series& s = route_->series(plan_[attempt_]);
+        if (!got_content_) {
+          got_content_ = true;
+          info_.ttft_seconds = Since(request_.arrival, now);
+          s.ttft->Observe(info_.ttft_seconds);
+        } else {
+          s.itl->Observe(Since(last_content_, now));
+        }
+        last_content_ = now;
+      }
+    }
+    sink_->OnChunk(chunk, info_);
+  }
+
+  void OnDone(int attempt, BackendResult result) {
+    const Clock::time_point now = Clock::now();
+    bool retry = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || attempt != current_) return;
+      BackendSlot& slot = Slot();
+      const Route::Series& s = route_->series(plan_[attempt_]);
+      const bool failure = result.kind == BackendResult::Kind::kFailed || result.kind == BackendResult::Kind::kBroken;
+      if (!result.error_kind.empty() && result.kind != BackendResult::Kind::kOk) {
+        slot.errors->With({slot.backend->name(), result.error_kind}).Add();
+      }
+      if (result.first_byte_seconds >= 0) slot.first_byte->Observe(result.first_byte_seconds);
+      {
+        std::lock_guard<std::mutex> slot_lock(slot.mutex);
+        --slot.outstanding;
+        slot.in_flight->Set(slot.outstanding);
+        if (failure) {
+          slot.breaker.OnFailure(now);
+        } else {
+          slot.breaker.OnSuccess();
+        }
+        slot.breaker_state->Set(static_cast<double>(slot.breaker.state(now)));
+        if (result.kind == BackendResult::Kind::kOk) {
+          // A whole answer's TTFT is its end.
+          const double ttft = info_.ttft_seconds >= 0 ? info_.ttft_seconds : Since(request_.arrival, now);
+          const double alpha = route_->config().ewma_alpha;
+          slot.ttft_ewma = slot.ttft_ewma < 0 ? ttft : alpha * ttft + (1 - alpha) * slot.ttft_ewma;
+        }
+      }
+      current_ = -1;
+      retry = result.kind == BackendResult::Kind::kFailed && !committed_ && attempt_ + 1 < plan_.size();
+      if (retry) {
+        last_failure_ = std::move(result);
+        ++attempt_;
+        route_->retries().Add();
+      } else {
+        finished_ = true;
+        info_.e2e_seconds = Since(request_.arrival, now);
+        if (result.kind == BackendResult::Kind::kOk) {
+          s.success->Add();
+          s.e2e->Observe(info_.e2e_seconds);
+          if (attempt_ > 0 || plan_[0] != 0) route_->fallbacks().Add();
+        } else {
+          route_->error(info_.backend, result.error_kind.empty() ? "error" : result.error_kind).Add();
+        }
+        done_ = std::move(result);
+      }
+    }
+    if (retry) {
+      NextAttempt();
+    } else {
+      sink_->OnDone(done_, info_);
+    }
+  }
+
+ private:
+  class AttemptSink : public BackendSink {
+   public:
+    AttemptSink(std::shared_ptr<GatewayCall> call, int attempt) : call_(std::move(call)), attempt_(attempt) {}
+    void OnChunk(BackendChunk chunk) override { call_->OnChunk(attempt_, std::move(chunk)); }
+    void OnDone(BackendResult result) override { call_->OnDone(attempt_, std::move(result)); }
+
+   private:
+    std::shared_ptr<GatewayCall> call_;
+    int attempt_;
+  };
+
+  BackendSlot& Slot() { return *route_->slots()[plan_[attempt_]]; }
+
+  // Starts the next backend of the plan whose breaker lets it through, or ends the call.
+  void NextAttempt() {
+    std::shared_ptr<Backend> backend;
+    int attempt = -1;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      const Clock::time_point now = Clock::now();
+      for (; attempt_ < plan_.size(); ++attempt_) {
+        BackendSlot& slot = Slot();
+        std::lock_guard<std::mutex> slot_lock(slot.mutex);
+        if (!slot.breaker.Allow(now)) continue;  // opened since the plan was made
+        ++slot.outstanding;
+        slot.in_flight->Set(slot.outstanding);
+        backend = slot.backend;
+        break;
+      }
+      if (!backend) {
+        finished_ = true;
+        done_ = last_failure_ ? std::move(*last_failure_) : NoBackend();
+        info_.e2e_seconds = Since(request_.arrival, Clock::now());
+        route_->error(info_.backend, done_.error_kind).Add();
+      } else {
+        attempt = current_ = next_id_++;
+        ++info_.attempts;
+        info_.backend = backend->name();
+      }
+    }
+    if (!backend) {
+      sink_->OnDone(done_, info_);
+      return;
+    }
+    CancelFn cancel = backend->Start(request_, std::make_shared<AttemptSink>(shared_from_this(), attempt));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (current_ == attempt && !finished_) {
+      cancel_ = std::move(cancel);
+    } else if (cancelled_ && current_ == attempt) {
+      cancel();  // cancelled while Start ran
+    }
+  }
+
+  BackendResult NoBackend() const {
+    std::string states;
+    for (const auto& slot : route_->slots()) {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      states += (states.empty() ? "" : ", ") + slot->backend->name() + ": " +
+                CircuitStateName(slot->breaker.state(Clock::now()));
+    }
+    BackendResult r;
+    r.kind = BackendResult::Kind::kFailed;
+    r.http_status = 503;
+    r.error = ApiError{503, "no backend of the route '" + route_->name() + "' is available (" + states + ")",
+                       "service_unavailable", "", "no_backend"};
+    r.error_kind = "no_backend";
+    return r;
+  }
+
+  std::shared_ptr<const Gateway> gateway_;  // keeps the route and its backends alive
+  Route* route_;
+  const std::vector<size_t> plan_;
+  const BackendRequest request_;
+  std::shared_ptr<GatewaySink> sink_;
+
+  std::mutex mutex_;
+  size_t attempt_ = 0;    // index into plan_
+  int current_ = -1;      // id of the attempt in progress; -1: none
+  int next_id_ = 0;
+  CancelFn cancel_;
+  bool cancelled_ = false, finished_ = false, committed_ = false, got_content_ = false;
+  Clock::time_point last_content_;
+  std::optional<BackendResult> last_failure_;
+  BackendResult done_;
+  CallInfo info_;
+};
+
+// Replays a stage's answer as if a backend had given it.
+void Replay(const StageAnswer& answer, const std::string& route, GatewaySink& sink) {
+  CallInfo info{route, answer.answered_by, 0, -1, -1};
+  for (const BackendChunk& chunk : answer.chunks) sink.OnChunk(chunk, info);
+  sink.OnDone(answer.result, info);
+}
+
+}  // namespace
+
+std::shared_ptr<BackendSlot> MakeSlot(std::shared_ptr<Backend> backend, const std::string& fingerprint,
+                                      CircuitBreakerOptions breaker, MetricsRegistry* m) {
+  auto slot = std::make_shared<BackendSlot>();
+  slot->backend = std::move(backend);
+  slot->fingerprint = fingerprint;
+  slot->breaker = CircuitBreaker(breaker);
+  const std::vector<std::string> v = {slot->backend->name()};
+  slot->first_byte = &m->AddHistogram("tachyon:upstream_first_byte_seconds",
+                                      "From a request sent upstream to the head of its answer", {"backend"})
+                          .With(v);
+  slot->breaker_state = &m->AddGauge("tachyon:backend_breaker_state",
+                                     "Circuit breaker per backend: 0 closed, 1 open, 2 half-open", {"backend"})
+                             .With(v);
+  slot->in_flight = &m->AddGauge("tachyon:backend_requests_in_flight", "Requests in flight per backend",
+                                 {"backend"}).With(v);
+  slot->errors = &m->AddCounter("tachyon:backend_errors_total", "Failed attempts per backend, by kind",
+                                {"backend", "kind"});
+  slot->breaker_state->Set(0);
+  slot->in_flight->Set(0);
+  return slot;
+}
+
+Gateway::~Gateway() = default;
+
+// The last call of a gateway may end on a backend's own thread; destroying the
+// gateway there would make that backend join itself, so it is destroyed on a
+// thread of its own instead.
+void Gateway::Delete(Gateway* g) {
+  for (const auto& slot : g->slots_) {
+    if (slot->backend->OnOwnThread()) {
+      std::thread([g] { delete g; }).detach();
+      return;
+    }
+  }
+  delete g;
+}
+
+std::shared_ptr<BackendSlot> Gateway::Slot(const std::string& name) const {
+  for (const auto& slot : slots_) {
+    if (slot->backend->name() == name) return slot;
+  }
+  return nullptr;
+}
+
+StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, const Gateway* previous,
+                                                  MetricsRegistry* metrics) {
+  std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
+  g->metrics_ = metrics;
+  for (const BackendConfig& b : config.backends) {
+    if (previous != nullptr) {
+      if (auto old = previous->Slot(b.name); old && old->fingerprint == b.fingerprint) {
+        g->slots_.push_back(old);  // unchanged: its engine or connections keep running
+        continue;
+      }
+    }
+    std::shared_ptr<Backend> backend;
+    if (b.kind == "local") {
+      StatusOr<std::unique_ptr<LocalBackend>> local = LocalBackend::Create(b.local, metrics);
+      if (!local.ok()) return InvalidArgumentError(config.path + ": backend '" + b.name + "': " + local.status().message());
+      backend = std::move(local).value();
+    } else {
+      StatusOr<std::unique_ptr<RemoteBackend>> remote = RemoteBackend::Create(b.remote);
+      if (!remote.ok()) {
+        return InvalidArgumentError(config.path + ": backend '" + b.name + "': " + remote.status().message());
+      }
+      backend = std::move(remote).value();
+    }
+    g->slots_.push_back(MakeSlot(std::move(backend), b.fingerprint, b.breaker, metrics));
+  }
+  for (const RouteConfig& r : config.routes) {
+    std::vector<std::shared_ptr<BackendSlot>> slots;
+    for (const std::string& name : r.backends) slots.push_back(g->Slot(name));
+    g->routes_.push_back(std::make_unique<Route>(r, std::move(slots), metrics));
+    g->by_model_[r.model] = g->routes_.back().get();
+  }
+  return g;
+}
+
+std::shared_ptr<Gateway> Gateway::Single(std::shared_ptr<Backend> backend, const std::string& route_name,
+                                         MetricsRegistry* metrics) {
+  std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
+  g->metrics_ = metrics;
+  // One backend, no alternative: its breaker never opens (a refusal would only turn errors into 503s).
+  g->slots_.push_back(MakeSlot(std::move(backend), "", {.failure_threshold = 1 << 30}, metrics));
+  RouteConfig r{.model = route_name, .backends = {g->slots_[0]->backend->name()}};
+  g->routes_.push_back(std::make_unique<Route>(r, g->slots_, metrics));
+  g->by_model_[route_name] = g->routes_.back().get();
+  return g;
+}
+
+CancelFn Gateway::Handle(GatewayRequest request, std::shared_ptr<GatewaySink> sink) const {
+  const CompletionRequest& r = *request.request;
+  Route* route = nullptr;
+  if (r.model.empty() && routes_.size() == 1) {
+    route = routes_[0].get();
+  } else if (auto it = by_model_.find(r.model); it != by_model_.end()) {
+    route = it->second;
+  }
+  if (route == nullptr) {
+    std::string names;
+    for (const auto& rt : routes_) names += (names.empty() ? "'" : ", '") + rt->name() + "'";
+    const ApiError error = r.model.empty()
+                               ? ApiError{400, "'model' is required: this server serves " + names,
+                                          "invalid_request_error", "model", ""}
+                               : ApiError{404, "the model '" + r.model + "' does not exist; this server serves " + names,
+                                          "invalid_request_error", "model", "model_not_found"};
+    BackendResult result{.kind = BackendResult::Kind::kRejected, .http_status = error.http_status,
+                         .body = ErrorBody(error), .error = error, .error_kind = "unknown_model"};
+    sink->OnDone(result, CallInfo{});
+    return [] {};
+  }
+  route->requests().Add();
+  if (std::optional<StageAnswer> answer = pipeline_.Run(request)) {
+    Replay(*answer, route->name(), *sink);
+    return [] {};
+  }
+  std::vector<size_t> plan = route->Plan(r, Clock::now());
+  BackendRequest backend_request{.request = request.request,
+                                 .id = std::move(request.id),
+                                 .created = request.created,
+                                 .model_name = route->name(),
+                                 .arrival = request.arrival};
+  auto call = std::make_shared<GatewayCall>(shared_from_this(), route, std::move(plan), std::move(backend_request),
+                                            std::move(sink));
+  call->Start();
+  return [call] { call->Cancel(); };
+}
+
+void Gateway::Shutdown() {
+  for (const auto& slot : slots_) slot->backend->Shutdown();
+}
+
+nlohmann::json Gateway::Models(int64_t created) const {
+  nlohmann::json data = nlohmann::json::array();
+  const Clock::time_point now = Clock::now();
+  for (const auto& route : routes_) {
+    nlohmann::json backends = nlohmann::json::array();
+    for (const auto& slot : route->slots()) {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      backends.push_back({{"name", slot->backend->name()},
+                          {"kind", slot->backend->kind()},
+                          {"state", CircuitStateName(slot->breaker.state(now))}});
+    }
+    data.push_back({{"id", route->name()},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "tachyon"},
+                    {"policy", PolicyName(route->config().policy)},
+                    {"backends", backends}});
+  }
+  return {{"object", "list"}, {"data", data}};
+}
+
+int Gateway::Health(nlohmann::json* body) const {
+  const Clock::time_point now = Clock::now();
+  nlohmann::json backends = nlohmann::json::object(), routes = nlohmann::json::object();
+  for (const auto& slot : slots_) {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    backends[slot->backend->name()] = {{"kind", slot->backend->kind()},
+                                       {"state", CircuitStateName(slot->breaker.state(now))},
+                                       {"in_flight", slot->outstanding}};
+  }
+  bool all = true, any = false;
+  for (const auto& route : routes_) {
+    int available = 0;
+    for (const auto& slot : route->slots()) {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      available += slot->breaker.WouldAllow(now) || slot->breaker.state(now) == CircuitBreaker::State::kHalfOpen;
+    }
+    routes[route->name()] = available > 0 ? "ok" : "unavailable";
+    all &= available > 0;
+    any |= available > 0;
+  }
+  *body = {{"status", all ? "ok" : any ? "degraded" : "unavailable"}, {"routes", routes}, {"backends", backends}};
+  return all ? 200 : 503;
+}
+
+}  // namespace tachyon

@@ -1,0 +1,108 @@
+// Gateway: the routes and backends one configuration describes, and the call
+// that takes a request through the pipeline to a backend and back.
+//
+// A request names a route by its model; the route's policy orders its available
+// backends (breakers closed or probing) and the call tries them in that order:
+// a kFailed result (connect error, 5xx, first-byte timeout: nothing has reached
+// the client) moves to the next, up to max_attempts; anything else, or any
+// failure after the first chunk went out, is the answer. Every backend has a
+// circuit breaker, an in-flight count and a TTFT EWMA (BackendSlot), shared by
+// the routes that use it and carried over a reload when its configuration is
+// unchanged. A Gateway is immutable once built; a reload builds a new one, and
+// calls in flight keep the old one alive until they end.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "gateway/circuit_breaker.h"
+#include "gateway/gateway_config.h"
+#include "gateway/pipeline.h"
+#include "gateway/route_policy.h"
+#include "obs/metrics.h"
+
+namespace tachyon {
+
+// The gateway's view of one backend.
+struct BackendSlot {
+  std::shared_ptr<Backend> backend;
+  std::string fingerprint;  // of its configuration
+
+  std::mutex mutex;
+  CircuitBreaker breaker;   // guarded by mutex
+  int outstanding = 0;      // guarded by mutex
+  double ttft_ewma = -1;    // guarded by mutex; seconds, < 0: no sample
+
+  // Metrics, labelled by backend.
+  Histogram* first_byte = nullptr;
+  Gauge* breaker_state = nullptr;
+  Gauge* in_flight = nullptr;
+  CounterFamily* errors = nullptr;  // {backend, kind}
+};
+
+// Who answered a call, for headers and the access log.
+struct CallInfo {
+  std::string route;
+  std::string backend;  // "" when no backend answered
+  int attempts = 0;     // backends tried
+  double ttft_seconds = -1, e2e_seconds = -1;
+};
+
+// Where a call's answer goes (the server frames it for HTTP). Called on backend
+// threads, one at a time per call: OnChunk for each streamed event, then OnDone once.
+class GatewaySink {
+ public:
+  virtual ~GatewaySink() = default;
+  virtual void OnChunk(const BackendChunk& chunk, const CallInfo& info) = 0;
+  virtual void OnDone(const BackendResult& result, const CallInfo& info) = 0;
+};
+
+class Route;
+
+class Gateway : public std::enable_shared_from_this<Gateway> {
+ public:
+  // Makes every backend the config names (reusing the previous gateway's where
+  // the configuration is unchanged) and the routes over them.
+  static StatusOr<std::shared_ptr<Gateway>> Build(const GatewayConfig& config, const Gateway* previous,
+                                                  MetricsRegistry* metrics);
+  // One route over ready-made backends (the one-model flags of `tachyon serve`).
+  static std::shared_ptr<Gateway> Single(std::shared_ptr<Backend> backend, const std::string& route_name,
+                                         MetricsRegistry* metrics);
+  ~Gateway();
+
+  Pipeline& pipeline() { return pipeline_; }
+  // Ends every backend's work (engines stop, upstream connections close); calls
+  // in flight get no more callbacks. For the server's exit.
+  void Shutdown();
+
+  // Runs the pipeline and the route; the answer goes to sink. The returned
+  // function cancels the call (a client that went away).
+  CancelFn Handle(GatewayRequest request, std::shared_ptr<GatewaySink> sink) const;
+
+  // GET /v1/models: every route, with its backends' states.
+  nlohmann::json Models(int64_t created) const;
+  // GET /health: 200 when every route has an available backend, else 503.
+  int Health(nlohmann::json* body) const;
+
+  const std::vector<std::shared_ptr<BackendSlot>>& backends() const { return slots_; }
+
+ private:
+  Gateway() = default;
+  static void Delete(Gateway* g);
+  std::shared_ptr<BackendSlot> Slot(const std::string& name) const;
+
+  MetricsRegistry* metrics_ = nullptr;
+  std::vector<std::shared_ptr<BackendSlot>> slots_;
+  std::vector<std::unique_ptr<Route>> routes_;
+  std::unordered_map<std::string, Route*> by_model_;
+  Pipeline pipeline_;
+};
+
+}  // namespace tachyon

@@ -1,0 +1,301 @@
+#include "gateway/gateway_config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace tachyon {
+namespace {
+
+// Reads one table's keys, remembering which were used so the unknown ones are errors.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string path, std::string what)
+      : table_(table), path_(std::move(path)), what_(std::move(what)) {}
+
+  Status Error(const toml::node& node, const std::string& key, const std::string& message) const {
+    return InvalidArgumentError(path_ + ":" + std::to_string(node.source().begin.line) + ": " + what_ + ": key '" +
+                                key + "': " + message);
+  }
+  Status Error(const std::string& message) const {
+    return InvalidArgumentError(path_ + ":" + std::to_string(table_.source().begin.line) + ": " + what_ + ": " +
+                                message);
+  }
+
+  const toml::node* Get(const std::string& key) {
+    used_.insert(key);
+    return table_.get(key);
+  }
+
+  Status String(const std::string& key, std::string* out, bool required = false) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) return required ? Error("key '" + key + "' is required") : Status::Ok();
+    if (!n->is_string()) return Error(*n, key, "must be a string");
+    *out = n->as_string()->get();
+    return Status::Ok();
+  }
+  template <typename T>
+  Status Integer(const std::string& key, T* out, int64_t lo, int64_t hi) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) return Status::Ok();
+    if (!n->is_integer()) return Error(*n, key, "must be an integer");
+    const int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi) {
+      return Error(*n, key, "must be from " + std::to_string(lo) + " to " + std::to_string(hi));
+    }
+    *out = static_cast<T>(v);
+    return Status::Ok();
+  }
+  Status Number(const std::string& key, double* out, double lo, double hi) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) return Status::Ok();
+    if (!n->is_number()) return Error(*n, key, "must be a number");
+    const double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->as_floating_point()->get();
+    if (!(v >= lo && v <= hi)) {
+      std::ostringstream range;
+      range << "must be from " << lo << " to " << hi;
+      return Error(*n, key, range.str());
+    }
+    *out = v;
+    return Status::Ok();
+  }
+  Status Bool(const std::string& key, bool* out) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) return Status::Ok();
+    if (!n->is_boolean()) return Error(*n, key, "must be true or false");
+    *out = n->as_boolean()->get();
+    return Status::Ok();
+  }
+  Status StringList(const std::string& key, std::vector<std::string>* out) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) return Error("key '" + key + "' is required");
+    if (!n->is_array()) return Error(*n, key, "must be an array of strings");
+    for (const toml::node& item : *n->as_array()) {
+      if (!item.is_string()) return Error(item, key, "must be an array of strings");
+      out->push_back(item.as_string()->get());
+    }
+    return Status::Ok();
+  }
+
+  // Every key that was not read is a mistake (a typo would otherwise be ignored).
+  Status NoOtherKeys() const {
+    for (const auto& [key, value] : table_) {
+      if (!used_.count(std::string(key.str()))) return Error(value, std::string(key.str()), "unknown key");
+    }
+    return Status::Ok();
+  }
+
+  std::string Fingerprint() const {
+    std::ostringstream out;
+    out << toml::json_formatter{table_};
+    return out.str();
+  }
+
+ private:
+  const toml::table& table_;
+  std::string path_, what_;
+  std::set<std::string> used_;
+};
+
+Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, BackendConfig* b) {
+  RETURN_IF_ERROR(t.String("name", &b->name, true));
+  if (b->name.empty()) return t.Error("key 'name' must not be empty");
+  RETURN_IF_ERROR(t.String("kind", &b->kind, true));
+  RETURN_IF_ERROR(t.Integer("breaker_failures", &b->breaker.failure_threshold, 1, 1000000));
+  RETURN_IF_ERROR(t.Number("breaker_cooldown", &b->breaker.cooldown_seconds, 0, 86400));
+  if (b->kind == "openai") {
+    RemoteBackendOptions& r = b->remote;
+    r.name = b->name;
+    RETURN_IF_ERROR(t.String("base_url", &r.base_url, true));
+    if (StatusOr<HttpUrl> url = ParseHttpUrl(r.base_url); !url.ok()) {
+      return t.Error(*t.Get("base_url"), "base_url", url.status().message());
+    }
+    std::string key_env;
+    RETURN_IF_ERROR(t.String("api_key_env", &key_env));
+    if (!key_env.empty()) {
+      std::optional<std::string> key = env(key_env);
+      if (!key || key->empty()) {
+        return t.Error(*t.Get("api_key_env"), "api_key_env",
+                       "the environment variable " + key_env + " is not set");
+      }
+      r.api_key = *key;
+    }
+    RETURN_IF_ERROR(t.String("upstream_model", &r.upstream_model));
+    RETURN_IF_ERROR(t.Number("connect_timeout", &r.connect_timeout_seconds, 0.001, 3600));
+    RETURN_IF_ERROR(t.Number("first_byte_timeout", &r.first_byte_timeout_seconds, 0.001, 86400));
+    RETURN_IF_ERROR(t.Number("total_timeout", &r.total_timeout_seconds, 0.001, 86400));
+    RETURN_IF_ERROR(t.Integer("pool_size", &r.pool_size, 0, 100000));
+    RETURN_IF_ERROR(t.Bool("verify_tls", &r.verify_tls));
+    RETURN_IF_ERROR(t.String("ca_file", &r.ca_file));
+  } else if (b->kind == "local") {
+    LocalBackendOptions& l = b->local;
+    l.name = b->name;
+    RETURN_IF_ERROR(t.String("model", &l.model_path, true));
+    // A relative model path is relative to the config file.
+    if (!l.model_path.empty() && l.model_path[0] != '/') {
+      const size_t slash = path.rfind('/');
+      if (slash != std::string::npos) l.model_path = path.substr(0, slash + 1) + l.model_path;
+    }
+    RETURN_IF_ERROR(t.String("served_model_name", &l.served_model_name));
+    RETURN_IF_ERROR(t.String("chat_template", &l.chat_template));
+    RETURN_IF_ERROR(t.Integer("threads", &l.threads, 1, 1024));
+    RETURN_IF_ERROR(t.Integer("block_size", &l.block_size, 1, 1024));
+    RETURN_IF_ERROR(t.Integer("kv_cache_memory", &l.kv_cache_memory, 0, INT64_MAX));
+    RETURN_IF_ERROR(t.Integer("max_model_len", &l.max_model_len, 0, 1 << 24));
+    RETURN_IF_ERROR(t.Integer("max_num_seqs", &l.max_num_seqs, 1, 65536));
+    RETURN_IF_ERROR(t.Integer("max_num_batched_tokens", &l.max_num_batched_tokens, 1, 1 << 24));
+    RETURN_IF_ERROR(t.Bool("prefix_caching", &l.prefix_caching));
+    RETURN_IF_ERROR(t.String("kv_cache_dtype", &l.kv_cache_dtype));
+    RETURN_IF_ERROR(t.Integer("max_queue", &l.max_queue, 1, 1 << 20));
+    RETURN_IF_ERROR(t.Number("request_timeout", &l.request_timeout_seconds, 0, 86400));
+  } else {
+    return t.Error(*t.Get("kind"), "kind", "must be \"local\" or \"openai\", not \"" + b->kind + "\"");
+  }
+  RETURN_IF_ERROR(t.NoOtherKeys());
+  // The key itself, not only its variable's name: a reload after the key changed makes the backend anew.
+  b->fingerprint = t.Fingerprint() + "\n" + b->remote.api_key;
+  return Status::Ok();
+}
+
+Status ReadRoute(TableReader& t, RouteConfig* r) {
+  RETURN_IF_ERROR(t.String("model", &r->model, true));
+  if (r->model.empty()) return t.Error("key 'model' must not be empty");
+  RETURN_IF_ERROR(t.StringList("backends", &r->backends));
+  if (r->backends.empty()) return t.Error(*t.Get("backends"), "backends", "must name at least one backend");
+  std::string policy = "fallback";
+  RETURN_IF_ERROR(t.String("policy", &policy));
+  StatusOr<PolicyKind> kind = ParsePolicyKind(policy);
+  if (!kind.ok()) return t.Error(*t.Get("policy"), "policy", kind.status().message());
+  r->policy = *kind;
+  RETURN_IF_ERROR(t.Integer("max_attempts", &r->max_attempts, 0, 1000));
+  RETURN_IF_ERROR(t.Integer("affinity_prefix_chars", &r->affinity_prefix_chars, 1, 1 << 24));
+  RETURN_IF_ERROR(t.Number("explore", &r->policy_options.explore, 0, 1));
+  RETURN_IF_ERROR(t.Number("load_factor", &r->policy_options.load_factor, 1, 100));
+  RETURN_IF_ERROR(t.Number("ewma_alpha", &r->ewma_alpha, 0.001, 1));
+  return t.NoOtherKeys();
+}
+
+Status ReadServer(TableReader& t, EnvReader env, ServerConfig* s) {
+  std::string host;
+  RETURN_IF_ERROR(t.String("host", &host));
+  if (!host.empty()) s->host = host;
+  int port = -1;
+  RETURN_IF_ERROR(t.Integer("port", &port, 0, 65535));
+  if (port >= 0) s->port = port;
+  std::string key_env;
+  RETURN_IF_ERROR(t.String("api_key_env", &key_env));
+  if (!key_env.empty()) {
+    std::optional<std::string> key = env(key_env);
+    if (!key || key->empty()) {
+      return t.Error(*t.Get("api_key_env"), "api_key_env", "the environment variable " + key_env + " is not set");
+    }
+    s->api_key = *key;
+  }
+  size_t body = 0;
+  RETURN_IF_ERROR(t.Integer("max_body_bytes", &body, 1, INT64_MAX));
+  if (body > 0) s->max_body_bytes = body;
+  int io = 0, workers = 0;
+  RETURN_IF_ERROR(t.Integer("io_threads", &io, 1, 256));
+  if (io > 0) s->io_threads = io;
+  RETURN_IF_ERROR(t.Integer("workers", &workers, 1, 256));
+  if (workers > 0) s->workers = workers;
+  if (const toml::node* n = t.Get("access_log")) {
+    if (!n->is_boolean()) return t.Error(*n, "access_log", "must be true or false");
+    s->access_log = n->as_boolean()->get();
+  }
+  return t.NoOtherKeys();
+}
+
+}  // namespace
+
+std::optional<std::string> ReadEnv(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::string& path, EnvReader env) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    return InvalidArgumentError(path + ":" + std::to_string(e.source().begin.line) + ":" +
+                                std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
+  }
+  GatewayConfig config;
+  config.path = path;
+  for (const auto& [key, node] : root) {
+    const std::string k(key.str());
+    if (k != "backend" && k != "route" && k != "server") {
+      return InvalidArgumentError(path + ":" + std::to_string(node.source().begin.line) + ": unknown key '" + k +
+                                  "' (expected [[backend]], [[route]] or [server])");
+    }
+  }
+  auto tables = [&](const char* key, const std::function<Status(const toml::table&, size_t)>& fn) -> Status {
+    const toml::node* n = root.get(key);
+    if (n == nullptr) return Status::Ok();
+    const toml::array* array = n->as_array();
+    if (array == nullptr) {
+      return InvalidArgumentError(path + ":" + std::to_string(n->source().begin.line) + ": '" + key +
+                                  "' must be an array of tables: [[" + key + "]]");
+    }
+    for (size_t i = 0; i < array->size(); ++i) {
+      const toml::table* t = (*array)[i].as_table();
+      if (t == nullptr) {
+        return InvalidArgumentError(path + ":" + std::to_string((*array)[i].source().begin.line) + ": '" + key +
+                                    "' must be an array of tables: [[" + key + "]]");
+      }
+      RETURN_IF_ERROR(fn(*t, i));
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(tables("backend", [&](const toml::table& t, size_t i) {
+    BackendConfig b;
+    TableReader reader(t, path, "backend #" + std::to_string(i + 1));
+    RETURN_IF_ERROR(ReadBackend(reader, path, env, &b));
+    for (const BackendConfig& other : config.backends) {
+      if (other.name == b.name) return reader.Error("a second backend named '" + b.name + "'");
+    }
+    config.backends.push_back(std::move(b));
+    return Status::Ok();
+  }));
+  RETURN_IF_ERROR(tables("route", [&](const toml::table& t, size_t i) {
+    RouteConfig r;
+    TableReader reader(t, path, "route #" + std::to_string(i + 1));
+    RETURN_IF_ERROR(ReadRoute(reader, &r));
+    for (const std::string& name : r.backends) {
+      bool found = false;
+      for (const BackendConfig& b : config.backends) found |= b.name == name;
+      if (!found) {
+        return reader.Error(*reader.Get("backends"), "backends", "no [[backend]] is named '" + name + "'");
+      }
+    }
+    for (const RouteConfig& other : config.routes) {
+      if (other.model == r.model) return reader.Error("a second route for the model '" + r.model + "'");
+    }
+    config.routes.push_back(std::move(r));
+    return Status::Ok();
+  }));
+  if (const toml::node* n = root.get("server")) {
+    if (!n->is_table()) return InvalidArgumentError(path + ": 'server' must be a table: [server]");
+    TableReader reader(*n->as_table(), path, "[server]");
+    RETURN_IF_ERROR(ReadServer(reader, env, &config.server));
+  }
+  if (config.routes.empty()) {
+    return InvalidArgumentError(path + ": no [[route]]: a route maps the model name clients send to backends");
+  }
+  return config;
+}
+
+StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path, EnvReader env) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read the config file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseGatewayConfig(text.str(), path, env);
+}
+
+}  // namespace tachyon

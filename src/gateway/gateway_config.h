@@ -1,0 +1,69 @@
+// GatewayConfig: what `tachyon serve --config FILE.toml` serves: backends
+// (local engines and OpenAI-compatible upstreams) and routes (an exposed model
+// name -> backends + policy). Read from TOML; every error names the file, the
+// line and the key. docs/gateway.md and examples/tachyon.toml show every key.
+//
+//   [[backend]]                 name, kind = "local" | "openai", ...
+//   [[route]]                   model, backends = [...], policy
+//   [server]                    host, port, api_key_env, ... (flags win)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/local_backend.h"
+#include "backend/remote_backend.h"
+#include "base/status.h"
+#include "gateway/circuit_breaker.h"
+#include "gateway/route_policy.h"
+
+namespace tachyon {
+
+struct BackendConfig {
+  std::string name;
+  std::string kind;  // "local" or "openai"
+  LocalBackendOptions local;
+  RemoteBackendOptions remote;
+  CircuitBreakerOptions breaker;
+  // The backend's table as written (keys sorted): an unchanged backend keeps
+  // running across a reload; a changed one is made anew.
+  std::string fingerprint;
+};
+
+struct RouteConfig {
+  std::string model;  // the name clients send
+  std::vector<std::string> backends;
+  PolicyKind policy = PolicyKind::kFallback;
+  RoutePolicyOptions policy_options;
+  int max_attempts = 0;               // backends tried per request; 0: all of them
+  size_t affinity_prefix_chars = 512; // prefix-affinity: leading characters of the prompt hashed
+  double ewma_alpha = 0.2;            // latency: weight of the newest TTFT sample
+};
+
+struct ServerConfig {
+  std::optional<std::string> host;
+  std::optional<int> port;
+  std::optional<std::string> api_key;  // read from api_key_env
+  std::optional<size_t> max_body_bytes;
+  std::optional<int> io_threads;
+  std::optional<int> workers;
+  std::optional<bool> access_log;
+};
+
+struct GatewayConfig {
+  std::string path;
+  std::vector<BackendConfig> backends;
+  std::vector<RouteConfig> routes;
+  ServerConfig server;
+};
+
+// `getenv` reads the environment variables that api_key_env names (a test passes its own).
+using EnvReader = std::optional<std::string> (*)(const std::string& name);
+std::optional<std::string> ReadEnv(const std::string& name);
+
+StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::string& path,
+                                           EnvReader env = ReadEnv);
+StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path, EnvReader env = ReadEnv);
+
+}  // namespace tachyon

@@ -1,0 +1,127 @@
+#include "gateway/gateway_config.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon {
+namespace {
+
+std::optional<std::string> FakeEnv(const std::string& name) {
+  if (name == "UPSTREAM_A_KEY") return std::string("sk-a");
+  return std::nullopt;
+}
+
+StatusOr<GatewayConfig> Parse(const std::string& text) { return ParseGatewayConfig(text, "t.toml", FakeEnv); }
+
+std::string ErrorOf(const std::string& text) {
+  StatusOr<GatewayConfig> c = Parse(text);
+  EXPECT_FALSE(c.ok()) << text;
+  return c.ok() ? "" : c.status().message();
+}
+
+TEST(GatewayConfigTest, TheSmallestConfigAndItsFixedKeys) {
+  StatusOr<GatewayConfig> c = Parse(R"(
+[[backend]]
+name = "upstream-a"
+kind = "openai"                      # or "local", with model = "path/to/model.gguf"
+base_url = "http://127.0.0.1:9001/v1"
+api_key_env = "UPSTREAM_A_KEY"       # optional
+upstream_model = "gpt-4o-mini"       # optional
+
+[[route]]
+model = "chat"
+backends = ["upstream-a"]
+policy = "fallback"
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->backends.size(), 1u);
+  EXPECT_EQ(c->backends[0].kind, "openai");
+  EXPECT_EQ(c->backends[0].remote.base_url, "http://127.0.0.1:9001/v1");
+  EXPECT_EQ(c->backends[0].remote.api_key, "sk-a");
+  EXPECT_EQ(c->backends[0].remote.upstream_model, "gpt-4o-mini");
+  ASSERT_EQ(c->routes.size(), 1u);
+  EXPECT_EQ(c->routes[0].model, "chat");
+  EXPECT_EQ(c->routes[0].backends, std::vector<std::string>{"upstream-a"});
+  EXPECT_EQ(c->routes[0].policy, PolicyKind::kFallback);
+}
+
+TEST(GatewayConfigTest, EveryKeyOfALocalBackendAndTheServerTable) {
+  StatusOr<GatewayConfig> c = Parse(R"(
+[server]
+port = 9000
+io_threads = 2
+
+[[backend]]
+name = "small"
+kind = "local"
+model = "models/m.gguf"
+max_num_seqs = 8
+prefix_caching = false
+request_timeout = 2.5
+breaker_failures = 3
+breaker_cooldown = 1
+
+[[route]]
+model = "m"
+backends = ["small"]
+policy = "prefix-affinity"
+affinity_prefix_chars = 64
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const LocalBackendOptions& l = c->backends[0].local;
+  EXPECT_EQ(l.model_path, "models/m.gguf") << "t.toml has no folder: the path stays";
+  EXPECT_EQ(l.max_num_seqs, 8);
+  EXPECT_FALSE(l.prefix_caching);
+  EXPECT_DOUBLE_EQ(l.request_timeout_seconds, 2.5);
+  EXPECT_EQ(c->backends[0].breaker.failure_threshold, 3);
+  EXPECT_EQ(*c->server.port, 9000);
+  EXPECT_EQ(c->routes[0].affinity_prefix_chars, 64u);
+  StatusOr<GatewayConfig> nested = ParseGatewayConfig(
+      "[[backend]]\nname='a'\nkind='local'\nmodel='m.gguf'\n[[route]]\nmodel='m'\nbackends=['a']\n", "/etc/t/x.toml",
+      FakeEnv);
+  ASSERT_TRUE(nested.ok());
+  EXPECT_EQ(nested->backends[0].local.model_path, "/etc/t/m.gguf") << "relative to the config file";
+}
+
+TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
+  EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
+            "t.toml:3: backend #1: key 'kind': must be \"local\" or \"openai\", not \"grpc\"");
+  EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\npolcy = 1\n"),
+            "t.toml:5: backend #1: key 'polcy': unknown key");
+  EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"ftp://x\"\n").find(
+                "t.toml:4: backend #1: key 'base_url'"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n"
+                    "api_key_env = \"NOPE\"\n"),
+            "t.toml:5: backend #1: key 'api_key_env': the environment variable NOPE is not set");
+  EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n"
+                    "[[route]]\nmodel = \"m\"\nbackends = [\"b\"]\n"),
+            "t.toml:7: route #1: key 'backends': no [[backend]] is named 'b'");
+  EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n"
+                    "[[route]]\nmodel = \"m\"\nbackends = [\"a\"]\npolicy = \"random\"\n"),
+            "t.toml:8: route #1: key 'policy': unknown policy 'random' (fallback, round-robin, least-outstanding, "
+            "latency, prefix-affinity)");
+  EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n"
+                    "connect_timeout = \"5s\"\n"),
+            "t.toml:5: backend #1: key 'connect_timeout': must be a number");
+  EXPECT_NE(ErrorOf("[[backend]\nname = 1").find("t.toml:1:"), std::string::npos) << "TOML syntax";
+  EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n").find("no [[route]]"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]] or [server])");
+  EXPECT_NE(ErrorOf("[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x'\n[[backend]]\nname='a'\nkind='openai'\n"
+                    "base_url='http://y'\n").find("a second backend named 'a'"),
+            std::string::npos);
+  EXPECT_EQ(LoadGatewayConfig("/nonexistent/t.toml").status().code(), StatusCode::kNotFound);
+}
+
+TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {
+  const std::string base = "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x/v1'\n"
+                           "[[route]]\nmodel='m'\nbackends=['a']\n";
+  StatusOr<GatewayConfig> a = Parse(base), b = Parse(base), c = Parse(
+      "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://y/v1'\n[[route]]\nmodel='m'\nbackends=['a']\n");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->backends[0].fingerprint, b->backends[0].fingerprint);
+  EXPECT_NE(a->backends[0].fingerprint, c->backends[0].fingerprint);
+}
+
+}  // namespace
+}  // namespace tachyon

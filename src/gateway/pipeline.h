@@ -1,0 +1,61 @@
+// Pipeline: the gateway's ordered levers. Each Stage sees the request before a
+// backend does and may answer it (a cache hit), change it (a trimmer) or pass
+// it on; the route's backends get what is left. Stages run on a server worker
+// thread, one request at a time each call (a stage shared by requests keeps its
+// own locks).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace tachyon {
+
+// A request on its way through the gateway.
+struct GatewayRequest {
+  std::shared_ptr<CompletionRequest> request;  // stages may change it (and its body, which goes upstream)
+  std::string id;                              // response id: "chatcmpl-17"
+  int64_t created = 0;
+  std::string request_id;                      // x-request-id
+  std::string tenant;                          // who asked (the API key's owner), for scoping
+  std::chrono::steady_clock::time_point arrival;
+};
+
+// A stage's own answer: replayed to the client like a backend's (the chunks of a
+// stream, or the body), so a client cannot tell it from a fresh one but by its headers.
+struct StageAnswer {
+  std::vector<BackendChunk> chunks;  // streaming clients
+  BackendResult result;              // body for the others; usage, finish reason
+  std::string answered_by;           // "exact-cache": the x-tachyon-backend header
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual std::string_view name() const = 0;
+  // nullopt: pass (the request possibly changed); an answer: the request ends here.
+  virtual std::optional<StageAnswer> Process(GatewayRequest& request) = 0;
+};
+
+class Pipeline {
+ public:
+  void Add(std::unique_ptr<Stage> stage) { stages_.push_back(std::move(stage)); }
+  size_t num_stages() const { return stages_.size(); }
+  // Runs the stages in order until one answers.
+  std::optional<StageAnswer> Run(GatewayRequest& request) const {
+    for (const auto& stage : stages_) {
+      if (std::optional<StageAnswer> answer = stage->Process(request)) return answer;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Stage>> stages_;
+};
+
+}  // namespace tachyon

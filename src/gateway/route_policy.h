@@ -1,0 +1,64 @@
+// RoutePolicy: in which order a route tries its backends for one request.
+//
+//   fallback           the configured order
+//   round-robin        a rotating start
+//   least-outstanding  fewest requests in flight first (rotating among ties)
+//   latency            lowest EWMA of recent TTFT first; a backend with no sample
+//                      yet goes first, and with probability `explore` a random
+//                      one does, so a backend that got faster is noticed
+//   prefix-affinity    requests whose prompts share a leading prefix go to the
+//                      same replica (its prefix cache then hits): consistent
+//                      hashing on a ring of virtual nodes, with bounded load
+//                      (Mirrokni, Thorup, Zadimoghaddam 2018): a replica already
+//                      holding more than ceil(c * (in flight + 1) / n) requests
+//                      is passed over for the next one on the ring, so one hot
+//                      prefix cannot swamp a replica
+//
+// Only available backends (breaker closed, or a half-open probe) are ordered;
+// the route tries them in this order until one answers. Pure: state and chance
+// come in as arguments; not thread-safe (the route holds a lock).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tachyon {
+
+struct CandidateState {
+  bool available = true;
+  int outstanding = 0;     // requests in flight on it
+  double ttft_ewma = -1;   // seconds; < 0: no sample yet
+};
+
+struct PolicyInput {
+  uint64_t prefix_hash = 0;  // of the prompt's leading characters (prefix-affinity)
+  double random = 0;         // uniform in [0, 1) (latency's exploration)
+};
+
+enum class PolicyKind { kFallback, kRoundRobin, kLeastOutstanding, kLatency, kPrefixAffinity };
+
+StatusOr<PolicyKind> ParsePolicyKind(const std::string& name);
+const char* PolicyName(PolicyKind kind);
+
+struct RoutePolicyOptions {
+  double explore = 0.1;        // latency: the chance of trying a random backend first
+  double load_factor = 1.25;   // prefix-affinity: c of the bounded load
+  int virtual_nodes = 64;      // prefix-affinity: points per backend on the ring
+};
+
+class RoutePolicy {
+ public:
+  virtual ~RoutePolicy() = default;
+  // Indices of the available candidates, in the order to try them.
+  virtual std::vector<size_t> Order(const std::vector<CandidateState>& candidates, const PolicyInput& input) = 0;
+
+  // num_backends fixes the prefix-affinity ring (a route's backends do not change
+  // while it lives: a reload builds a new route).
+  static std::unique_ptr<RoutePolicy> Make(PolicyKind kind, size_t num_backends, RoutePolicyOptions options = {});
+};
+
+}  // namespace tachyon

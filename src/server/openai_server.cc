@@ -1,0 +1,183 @@
+#include "server/openai_server.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void SendError(ResponseWriter& writer, const ApiError& error, HttpHeaders headers = {}) {
+  writer.Respond(error.http_status, "application/json", ErrorBody(error), std::move(headers));
+}
+
+// A client's x-request-id is kept when it is short and printable.
+bool UsableRequestId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (unsigned char c : id) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+// Frames one call's answer for HTTP and writes its access-log line.
+class HttpSink : public GatewaySink {
+ public:
+  HttpSink(std::shared_ptr<ResponseWriter> writer, std::shared_ptr<const CompletionRequest> request,
+           std::string request_id, std::string id, bool access_log)
+      : writer_(std::move(writer)),
+        request_(std::move(request)),
+        request_id_(std::move(request_id)),
+        id_(std::move(id)),
+        access_log_(access_log) {}
+
+  void OnChunk(const BackendChunk& chunk, const CallInfo& info) override {
+    if (!started_) {
+      started_ = true;
+      writer_->StartStream(200, "text/event-stream", Headers(info));
+    }
+    std::string event;
+    event.reserve(chunk.event.size() + 8);
+    event.append("data: ").append(chunk.event).append("\n\n");
+    writer_->Write(std::move(event));
+  }
+
+  void OnDone(const BackendResult& result, const CallInfo& info) override {
+    int status = 200;
+    if (started_ || (request_->stream && result.kind == BackendResult::Kind::kOk)) {
+      if (!started_) writer_->StartStream(200, "text/event-stream", Headers(info));
+      // The one in-stream error path: an error event, then [DONE], whatever failed.
+      if (result.kind != BackendResult::Kind::kOk) {
+        writer_->Write(SseEvent(ErrorBody(result.error)));
+        status = result.error.http_status;
+      }
+      writer_->Write(std::string(kSseDone));
+      writer_->End();
+    } else if (result.kind == BackendResult::Kind::kOk || result.kind == BackendResult::Kind::kRejected) {
+      status = result.http_status;
+      writer_->Respond(status, result.content_type, result.body, Headers(info));
+    } else {
+      status = result.error.http_status;
+      SendError(*writer_, result.error, Headers(info));
+    }
+    if (access_log_) Log(result, info, status);
+  }
+
+ private:
+  HttpHeaders Headers(const CallInfo& info) const {
+    HttpHeaders h = {{"x-request-id", request_id_}};
+    if (!info.route.empty()) h.emplace_back("x-tachyon-route", info.route);
+    if (!info.backend.empty()) h.emplace_back("x-tachyon-backend", info.backend);
+    return h;
+  }
+
+  void Log(const BackendResult& result, const CallInfo& info, int status) const {
+    nlohmann::json line = {{"request_id", request_id_},
+                           {"id", id_},
+                           {"route", info.route},
+                           {"backend", info.backend},
+                           {"attempts", info.attempts},
+                           {"status", status},
+                           {"stream", request_->stream},
+                           {"ttft_ms", info.ttft_seconds >= 0 ? info.ttft_seconds * 1e3 : 0.0},
+                           {"e2e_ms", info.e2e_seconds >= 0 ? info.e2e_seconds * 1e3 : 0.0}};
+    if (result.has_usage) {
+      line["prompt_tokens"] = result.usage.prompt_tokens;
+      line["completion_tokens"] = result.usage.completion_tokens;
+    }
+    if (result.num_cached_tokens >= 0) line["cached_tokens"] = result.num_cached_tokens;
+    if (!result.finish_reason.empty()) line["finish_reason"] = result.finish_reason;
+    if (result.kind != BackendResult::Kind::kOk) line["error"] = result.error_kind;
+    std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
+
+  std::shared_ptr<ResponseWriter> writer_;
+  std::shared_ptr<const CompletionRequest> request_;
+  std::string request_id_, id_;
+  bool access_log_;
+  bool started_ = false;  // backend threads only, one at a time
+};
+
+}  // namespace
+
+OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, MetricsRegistry* metrics,
+                           WorkerPool* workers)
+    : options_(std::move(options)),
+      gateway_(gateway),
+      metrics_(metrics),
+      workers_(workers),
+      rejected_(&metrics->AddCounter("tachyon:request_rejected_total",
+                                     "Requests refused before reaching a route (bad JSON, wrong key...)", {"kind"})),
+      started_(UnixNow()) {}
+
+std::string OpenAiServer::RequestId(const HttpRequest& request) {
+  auto it = request.headers.find("x-request-id");
+  if (it != request.headers.end() && UsableRequestId(it->second)) return it->second;
+  return "req-" + std::to_string(::getpid()) + "-" + std::to_string(next_id_.fetch_add(1));
+}
+
+void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
+  const Clock::time_point arrival = Clock::now();
+  const std::string path = request.target.substr(0, request.target.find('?'));
+  if (request.method == "GET" && path == "/health") {
+    nlohmann::json body;
+    const int status = gateway_->Get()->Health(&body);
+    writer->Respond(status, "application/json", body.dump());
+    return;
+  }
+  if (!options_.api_key.empty()) {
+    auto it = request.headers.find("authorization");
+    if (it == request.headers.end() || it->second != "Bearer " + options_.api_key) {
+      rejected_->With({"invalid_api_key"}).Add();
+      SendError(*writer, {401, "missing or wrong API key (Authorization: Bearer ...)", "authentication_error", "",
+                          "invalid_api_key"});
+      return;
+    }
+  }
+  const bool completions = path == "/v1/completions", chat = path == "/v1/chat/completions";
+  if (request.method == "GET" && path == "/metrics") {
+    workers_->Post([this, writer] { writer->Respond(200, "text/plain; version=0.0.4", metrics_->Render()); });
+  } else if (request.method == "GET" && path == "/v1/models") {
+    writer->Respond(200, "application/json", gateway_->Get()->Models(started_).dump());
+  } else if (request.method == "POST" && (completions || chat)) {
+    workers_->Post([this, request = std::move(request), writer, chat, arrival]() mutable {
+      HandleCompletion(std::move(request), std::move(writer),
+                       chat ? Endpoint::kChatCompletions : Endpoint::kCompletions, arrival);
+    });
+  } else if (completions || chat || path == "/v1/models" || path == "/metrics") {
+    SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""});
+  } else {
+    SendError(*writer, {404, "no route " + path, "not_found_error", "", ""});
+  }
+}
+
+void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
+                                    Clock::time_point arrival) {
+  if (writer->closed()) return;  // gone while queued
+  const std::string request_id = RequestId(http);
+  auto parsed = ParseCompletionRequest(http.body, endpoint);
+  if (auto* error = std::get_if<ApiError>(&parsed)) {
+    rejected_->With({"invalid_request"}).Add();
+    SendError(*writer, *error, {{"x-request-id", request_id}});
+    return;
+  }
+  auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
+  const int64_t n = next_id_.fetch_add(1);
+  GatewayRequest g{.request = request,
+                   .id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(n),
+                   .created = UnixNow(),
+                   .request_id = request_id,
+                   .tenant = options_.api_key.empty() ? "" : "key",
+                   .arrival = arrival};
+  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
+  CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
+  writer->OnClose(std::move(cancel));
+}
+
+}  // namespace tachyon

@@ -1,0 +1,72 @@
+// OpenAiServer: the HTTP routes in front of the gateway.
+//
+//   GET  /health               routes and backend states (200, or 503 when a route has no backend left)
+//   GET  /v1/models            every route
+//   GET  /metrics              Prometheus text (every family with HELP and TYPE)
+//   POST /v1/completions, /v1/chat/completions   through the gateway, streaming or not
+//
+// On the I/O thread it only reads the path and checks the API key; parsing and
+// everything after runs on the worker pool, so a long prompt never stalls the
+// other connections. Each request gets an id (the client's x-request-id, or a
+// new one) echoed in x-request-id; answers say who gave them (x-tachyon-route,
+// x-tachyon-backend). Streams are framed here: one SSE event per backend chunk,
+// then [DONE]; a failure mid-stream is an error event and [DONE], whatever the
+// backend. One JSON access-log line per request goes to stderr.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/worker_pool.h"
+#include "gateway/gateway.h"
+#include "http/http_server.h"
+#include "obs/metrics.h"
+
+namespace tachyon {
+
+// The gateway now serving; a reload swaps it while calls in flight keep the old one.
+class GatewayHolder {
+ public:
+  std::shared_ptr<Gateway> Get() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return gateway_;
+  }
+  void Set(std::shared_ptr<Gateway> gateway) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gateway_ = std::move(gateway);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<Gateway> gateway_;
+};
+
+struct OpenAiServerOptions {
+  std::string api_key;  // Bearer token; empty: no authentication
+  bool access_log = true;
+};
+
+class OpenAiServer {
+ public:
+  OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, MetricsRegistry* metrics, WorkerPool* workers);
+
+  // The HttpServer's handler (on an I/O thread).
+  void Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer);
+
+ private:
+  void HandleCompletion(HttpRequest request, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
+                        std::chrono::steady_clock::time_point arrival);
+  std::string RequestId(const HttpRequest& request);
+
+  OpenAiServerOptions options_;
+  GatewayHolder* gateway_;
+  MetricsRegistry* metrics_;
+  WorkerPool* workers_;
+  CounterFamily* rejected_;  // {kind}: refused before reaching a route
+  const int64_t started_;
+  std::atomic<int64_t> next_id_{1};
+};
+
+}  // namespace tachyon

@@ -1,0 +1,151 @@
+// UpstreamServer: a real OpenAI-style HTTP server (the project's HttpServer on a
+// free loopback port) whose answers a test scripts, for testing what sits in
+// front of an upstream: the remote backend, fallbacks, breakers, passthrough.
+//
+//   kStream   N content chunks `gap` apart, a usage chunk, [DONE]; or one JSON body
+//   kStatus   an error status with an OpenAI error body
+//   kHang     never answers (until the server stops)
+//   kCutAfter streams `cut_after` chunks, then closes the connection mid-stream
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http/http_server.h"
+
+namespace tachyon::testing {
+
+class UpstreamServer {
+ public:
+  enum class Mode { kStream, kStatus, kHang, kCutAfter };
+
+  UpstreamServer() {
+    auto server = HttpServer::Start({.port = 0}, [this](HttpRequest r, std::shared_ptr<ResponseWriter> w) {
+      Handle(std::move(r), std::move(w));
+    });
+    if (server.ok()) server_ = std::move(server).value();
+  }
+  ~UpstreamServer() { Stop(); }
+
+  void Stop() {
+    stopping_ = true;
+    if (server_) server_->Stop(0.2);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    server_.reset();
+  }
+
+  bool ok() const { return server_ != nullptr; }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1"; }
+  int port() const { return server_->port(); }
+
+  // What to do with the next requests.
+  std::atomic<Mode> mode{Mode::kStream};
+  std::atomic<int> num_chunks{3};
+  std::atomic<int> gap_ms{0};
+  std::atomic<int> status{500};
+  std::atomic<int> cut_after{1};
+  std::string word = "tok";  // set before requests arrive
+
+  int num_requests() const { return num_requests_.load(); }
+  std::vector<nlohmann::json> bodies() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bodies_;
+  }
+  std::vector<std::string> authorizations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return authorizations_;
+  }
+  // Requests whose client closed the connection before the answer ended.
+  int num_client_closed() const { return num_closed_.load(); }
+
+ private:
+  static std::string Chunk(bool chat, const std::string& text, const char* finish) {
+    nlohmann::json choice = {{"index", 0}, {"finish_reason", finish ? nlohmann::json(finish) : nlohmann::json()}};
+    if (chat) {
+      choice["delta"] = {{"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    return nlohmann::json({{"id", "up-1"}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                           {"model", "upstream"}, {"choices", {choice}}})
+        .dump();
+  }
+
+  void Handle(HttpRequest r, std::shared_ptr<ResponseWriter> w) {
+    ++num_requests_;
+    const bool chat = r.target.find("/chat/completions") != std::string::npos;
+    nlohmann::json body = nlohmann::json::parse(r.body, nullptr, false);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      bodies_.push_back(body);
+      auto auth = r.headers.find("authorization");
+      authorizations_.push_back(auth == r.headers.end() ? "" : auth->second);
+    }
+    w->OnClose([this] { ++num_closed_; });
+    const bool stream = body.is_object() && body.value("stream", false);
+    const Mode m = mode.load();
+    if (m == Mode::kHang) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hung_.push_back(w);  // kept open until the server stops
+      return;
+    }
+    if (m == Mode::kStatus) {
+      w->Respond(status.load(), "application/json",
+                 R"({"error":{"message":"scripted failure )" + std::to_string(status.load()) +
+                     R"(","type":"server_error","param":null,"code":null}})");
+      return;
+    }
+    const int n = num_chunks.load(), gap = gap_ms.load(), cut = m == Mode::kCutAfter ? cut_after.load() : -1;
+    if (!stream) {
+      std::string text;
+      for (int i = 0; i < n; ++i) text += word;
+      nlohmann::json choice = {{"index", 0}, {"finish_reason", "stop"}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+      } else {
+        choice["text"] = text;
+      }
+      w->Respond(200, "application/json",
+                 nlohmann::json({{"id", "up-1"}, {"object", chat ? "chat.completion" : "text_completion"},
+                                 {"model", "upstream"}, {"choices", {choice}},
+                                 {"usage", {{"prompt_tokens", 5}, {"completion_tokens", n}, {"total_tokens", 5 + n}}}})
+                     .dump());
+      return;
+    }
+    w->StartStream(200, "text/event-stream");
+    std::lock_guard<std::mutex> lock(mutex_);
+    threads_.emplace_back([this, w, chat, n, gap, cut] {
+      for (int i = 0; i < n && !stopping_; ++i) {
+        if (i > 0 && gap > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap));
+        if (i == cut) {
+          w->Abort();
+          return;
+        }
+        w->Write("data: " + Chunk(chat, word, i + 1 == n ? "stop" : nullptr) + "\n\n");
+      }
+      w->Write(R"(data: {"id":"up-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":)" +
+               std::to_string(n) + "}}\n\n");
+      w->Write("data: [DONE]\n\n");
+      w->End();
+    });
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  mutable std::mutex mutex_;
+  std::vector<std::thread> threads_;
+  std::vector<std::shared_ptr<ResponseWriter>> hung_;
+  std::vector<nlohmann::json> bodies_;
+  std::vector<std::string> authorizations_;
+  std::atomic<int> num_requests_{0}, num_closed_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace tachyon::testing

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `tachyon bench` itself adds, measured against benchmarks/sse_bench_server
+# What `tachyon bench` itself adds, measured against tests/support/mock_upstream
 # (a trivial streaming server that does no work). The server runs on core 1, the
 # client on core 0 (taskset), so "one core" is literal.
 #
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tachyon=build/release/src/cli/tachyon
-server=build/release/benchmarks/sse_bench_server
+server=build/release/tests/support/mock_upstream
 N_CHUNKS=${N_CHUNKS:-16}
 port_fast=$((18500 + $$ % 200)) port_gap=$((18700 + $$ % 200))
 work=$(mktemp -d)

@@ -15,7 +15,11 @@ namespace tachyon::e2e {
 class ServerProcess {
  public:
   // args: extra flags for `tachyon serve`; the port is chosen by the server (--port 0).
-  explicit ServerProcess(const std::vector<std::string>& args) {
+  explicit ServerProcess(const std::vector<std::string>& args)
+      : ServerProcess(TACHYON_BINARY, Concat({"serve", "--port", "0", "--threads", "1"}, args)) {}
+
+  // Any program whose first stdout line is "listening on http://HOST:PORT".
+  ServerProcess(const std::string& binary, const std::vector<std::string>& args) {
     int out[2];
     if (::pipe(out) != 0) return;
     pid_ = ::fork();
@@ -23,12 +27,12 @@ class ServerProcess {
       ::dup2(out[1], STDOUT_FILENO);
       ::close(out[0]);
       ::close(out[1]);
-      std::vector<std::string> argv_storage = {TACHYON_BINARY, "serve", "--port", "0", "--threads", "1"};
+      std::vector<std::string> argv_storage = {binary};
       argv_storage.insert(argv_storage.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : argv_storage) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(TACHYON_BINARY, argv.data());
+      ::execv(binary.c_str(), argv.data());
       ::_exit(127);
     }
     ::close(out[1]);
@@ -48,6 +52,18 @@ class ServerProcess {
   }
 
   const std::string& url() const { return url_; }
+  pid_t pid() const { return pid_; }
+  void Signal(int signo) const {
+    if (pid_ > 0 && !stopped_) ::kill(pid_, signo);
+  }
+  // SIGKILL: the process dies at once, its connections reset.
+  void Kill() {
+    stopped_ = true;
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
   bool started() const { return !url_.empty(); }
 
   // SIGTERM, then waits; returns the exit status (or -1).
@@ -61,6 +77,11 @@ class ServerProcess {
   }
 
  private:
+  static std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
   pid_t pid_ = -1;
   bool stopped_ = false;
   std::string url_;

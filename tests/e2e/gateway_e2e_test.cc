@@ -1,0 +1,201 @@
+// `tachyon serve --config` end to end: the real binary in front of mock upstreams
+// (tests/support/mock_upstream) and a local engine, driven by curl and tachyon bench.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "run_command.h"
+#include "server_process.h"
+
+namespace tachyon::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempFile(const std::string& name) {
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string WriteConfig(const std::string& name, const std::string& text) {
+  const std::string path = TempFile(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::unique_ptr<ServerProcess> Upstream(const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"--port", "0"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return std::make_unique<ServerProcess>(MOCK_UPSTREAM_BINARY, args);
+}
+
+std::string Backend(const std::string& name, const ServerProcess& up, const std::string& extra = "") {
+  return "[[backend]]\nname = \"" + name + "\"\nkind = \"openai\"\nbase_url = \"" + up.url() + "/v1\"\n" + extra + "\n";
+}
+
+class GatewayE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  }
+  std::string Post(const std::string& url, const std::string& body, const std::string& flags = "") {
+    const std::string file = TempFile("body.json");
+    { std::ofstream(file) << body; }
+    return Curl(flags + " -X POST -H 'Content-Type: application/json' --data-binary @" + file + " " + url);
+  }
+};
+
+TEST_F(GatewayE2eTest, FallbackPassthroughHeadersModelsAndMetrics) {
+  auto failing = Upstream({"--status", "500"});
+  auto good = Upstream({});
+  ASSERT_TRUE(failing->started() && good->started());
+  const std::string config = WriteConfig(
+      "fallback.toml", Backend("failing", *failing) + Backend("good", *good, "upstream_model = \"m\"") +
+                           "[[route]]\nmodel = \"chat\"\nbackends = [\"failing\", \"good\"]\npolicy = \"fallback\"\n");
+  ServerProcess gateway({"--config", config});
+  ASSERT_TRUE(gateway.started());
+  const std::string chat = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":5)";
+  std::string streamed = Post(gateway.url() + "/v1/chat/completions", chat + R"(,"stream":true})", "-i -N");
+  EXPECT_NE(streamed.find("HTTP/1.1 200"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("x-tachyon-backend: good"), std::string::npos);
+  EXPECT_NE(streamed.find("X-Accel-Buffering: no"), std::string::npos);
+  EXPECT_NE(streamed.find("x-request-id: "), std::string::npos);
+  size_t n = 0;
+  for (size_t at = 0; (at = streamed.find("\"content\":\" tok\"", at)) != std::string::npos; ++at) ++n;
+  EXPECT_EQ(n, 5u);
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(streamed.find("[DONE]"), streamed.rfind("[DONE]")) << "one [DONE]: the upstream's is not forwarded";
+
+  auto whole = nlohmann::json::parse(Post(gateway.url() + "/v1/chat/completions", chat + "}"));
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], " tok tok tok tok tok") << whole.dump();
+  auto unknown = nlohmann::json::parse(Post(gateway.url() + "/v1/chat/completions",
+                                            R"({"model":"gpt-9","messages":[{"role":"user","content":"hi"}]})"));
+  EXPECT_EQ(unknown["error"]["code"], "model_not_found");
+
+  auto models = nlohmann::json::parse(Curl(gateway.url() + "/v1/models"));
+  ASSERT_EQ(models["data"].size(), 1u);
+  EXPECT_EQ(models["data"][0]["id"], "chat");
+  EXPECT_EQ(models["data"][0]["backends"][0]["name"], "failing");
+  const std::string metrics = Curl(gateway.url() + "/metrics");
+  EXPECT_NE(metrics.find("tachyon:route_retries_total{route=\"chat\"} 2\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tachyon:backend_errors_total{backend=\"failing\",kind=\"upstream_5xx\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:time_to_first_token_seconds_count{model_name=\"m\",route=\"chat\",backend=\"good\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
+TEST_F(GatewayE2eTest, AStuckUpstreamIsAFirstByteTimeoutAndADeadOneA502) {
+  auto stuck = Upstream({"--hang"});
+  ASSERT_TRUE(stuck->started());
+  const std::string config = WriteConfig(
+      "stuck.toml", Backend("stuck", *stuck, "first_byte_timeout = 0.3") +
+                        "[[backend]]\nname = \"dead\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n"
+                        "[[route]]\nmodel = \"s\"\nbackends = [\"stuck\"]\n"
+                        "[[route]]\nmodel = \"d\"\nbackends = [\"dead\"]\n");
+  ServerProcess gateway({"--config", config});
+  ASSERT_TRUE(gateway.started());
+  std::string s = Post(gateway.url() + "/v1/completions", R"({"model":"s","prompt":"x"})", "-w ' %{http_code}'");
+  EXPECT_EQ(s.substr(s.size() - 3), "504") << s;
+  EXPECT_EQ(nlohmann::json::parse(s.substr(0, s.size() - 4))["error"]["code"], "first_byte_timeout");
+  std::string d = Post(gateway.url() + "/v1/completions", R"({"model":"d","prompt":"x"})", "-w ' %{http_code}'");
+  EXPECT_EQ(d.substr(d.size() - 3), "502") << d;
+  EXPECT_NE(d.find("backend 'dead'"), std::string::npos);
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
+TEST_F(GatewayE2eTest, ChunksAreForwardedAsTheyArriveNotBuffered) {
+  auto slow = Upstream({"--gap-ms", "20"});
+  ASSERT_TRUE(slow->started());
+  const std::string config =
+      WriteConfig("stream.toml", Backend("slow", *slow) + "[[route]]\nmodel = \"m\"\nbackends = [\"slow\"]\n");
+  ServerProcess gateway({"--config", config});
+  ASSERT_TRUE(gateway.started());
+  const std::string out = TempFile("stream_run.json");
+  CommandResult run = RunTachyon("bench --url " + gateway.url() + " --model m --input-len 8 --output-len 20 "
+                                 "--num-requests 2 --concurrency 1 --no-progress --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::ifstream in(out);
+  nlohmann::json records = nlohmann::json::parse(in)["records"];
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& r : records) {
+    const auto& chunks = r["chunks_s"];
+    ASSERT_EQ(chunks.size(), 20u) << "20 chunks reach the client as 20 chunks";
+    // The upstream sleeps 20 ms between chunks; a gap below that would mean two were sent together.
+    for (size_t i = 1; i < chunks.size(); ++i) {
+      EXPECT_GT(chunks[i].get<double>() - chunks[i - 1].get<double>(), 0.015) << "chunk " << i;
+    }
+  }
+  fs::remove(out);
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
+TEST_F(GatewayE2eTest, SighupReloadsAValidConfigAndKeepsTheOldOnErrors) {
+  auto up = Upstream({});
+  ASSERT_TRUE(up->started());
+  const std::string path = TempFile("reload.toml");
+  std::ofstream(path) << Backend("a", *up) << "[[route]]\nmodel = \"first\"\nbackends = [\"a\"]\n";
+  ServerProcess gateway({"--config", path});
+  ASSERT_TRUE(gateway.started());
+  EXPECT_EQ(nlohmann::json::parse(Curl(gateway.url() + "/v1/models"))["data"][0]["id"], "first");
+  auto models_after = [&](const std::string& expect) {
+    std::string id;
+    for (int i = 0; i < 100; ++i) {
+      id = nlohmann::json::parse(Curl(gateway.url() + "/v1/models"))["data"][0]["id"];
+      if (id == expect) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return id;
+  };
+  std::ofstream(path) << Backend("a", *up) << "[[route]]\nmodel = \"second\"\nbackends = [\"a\"]\n";
+  gateway.Signal(SIGHUP);
+  EXPECT_EQ(models_after("second"), "second");
+  std::ofstream(path) << "[[route]]\nmodel = \"third\"\nbackends = [\"nope\"]\n";  // invalid
+  gateway.Signal(SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(models_after("second"), "second") << "an invalid config is not applied";
+  auto ok = nlohmann::json::parse(Post(gateway.url() + "/v1/completions", R"({"model":"second","prompt":"x"})"));
+  EXPECT_EQ(ok["choices"][0]["text"], " tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok");
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
+TEST_F(GatewayE2eTest, ALocalEngineAndAnUpstreamBehindOneFrontDoor) {
+  auto up = Upstream({});
+  ASSERT_TRUE(up->started());
+  const std::string model = TempFile("gateway_tiny.gguf");
+  ASSERT_EQ(RunTachyon("model gen --shape tiny --type q8_0 --out " + model).exit_code, 0);
+  const std::string config = WriteConfig(
+      "mixed.toml", Backend("remote", *up) + "[[backend]]\nname = \"engine\"\nkind = \"local\"\nmodel = \"" + model +
+                        "\"\nthreads = 1\nchat_template = \"chatml\"\n"
+                        "[[route]]\nmodel = \"remote\"\nbackends = [\"remote\"]\n"
+                        "[[route]]\nmodel = \"local\"\nbackends = [\"engine\"]\n");
+  ServerProcess gateway({"--config", config});
+  ASSERT_TRUE(gateway.started());
+  auto local = nlohmann::json::parse(
+      Post(gateway.url() + "/v1/completions", R"({"model":"local","prompt":"Hello","max_tokens":4,"ignore_eos":true})"));
+  EXPECT_EQ(local["usage"]["completion_tokens"], 4) << local.dump();
+  EXPECT_EQ(local["model"], "local");
+  auto remote = nlohmann::json::parse(Post(gateway.url() + "/v1/completions", R"({"model":"remote","prompt":"x","max_tokens":2})"));
+  EXPECT_EQ(remote["choices"][0]["text"], " tok tok");
+  const std::string metrics = Curl(gateway.url() + "/metrics");
+  EXPECT_NE(metrics.find("tachyon:kv_cache_usage_perc{model_name=\"" + fs::path(model).stem().string() +
+                         "\",backend=\"engine\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(gateway.Stop(), 0);
+  fs::remove(model);
+}
+
+TEST_F(GatewayE2eTest, ConfigErrorsNameTheFileLineAndKey) {
+  const std::string config = WriteConfig("bad.toml", "[[backend]]\nname = \"a\"\nkind = \"grpc\"\n");
+  CommandResult run = RunTachyon("serve --config " + config + " --port 0");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(config + ":3: backend #1: key 'kind'"), std::string::npos) << run.err;
+  CommandResult both = RunTachyon("serve --config " + config + " --model x.gguf --port 0");
+  EXPECT_NE(both.err.find("exclusive"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tachyon::e2e

@@ -77,22 +77,20 @@ if [ -n "$lint" ]; then echo "promtool check metrics:"; echo "$lint"; exit 1; fi
 
 # Over every request since the start (the buckets are cumulative): no rate window to wait for.
 query='histogram_quantile(0.95, sum by (le) (tachyon:time_to_first_token_seconds_bucket{route="chat"}))'
+number() { sed -n 's/.*"value":\[[0-9.]*,"\([^"]*\)"\].*/\1/p'; }
 for _ in $(seq 60); do
-  answer=$(curl -sf "$prom/api/v1/query" --data-urlencode "query=$query" || true)
   # {"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000.1,"0.0012"]}]}}
-  value=$(printf '%s' "$answer" | sed -n 's/.*"value":\[[0-9.]*,"\([^"]*\)"\].*/\1/p')
-  case "$value" in
-    ""|NaN) sleep 0.5 ;;
-    *)
-      echo "TTFT p95 through Prometheus: $value s"
-      awk -v v="$value" 'BEGIN { exit !(v > 0 && v < 1) }' || { echo "TTFT p95 $value s is not plausible"; exit 1; }
-      count=$(curl -sf "$prom/api/v1/query" --data-urlencode \
-        'query=sum(tachyon:time_to_first_token_seconds_count{route="chat"})' |
-        sed -n 's/.*"value":\[[0-9.]*,"\([^"]*\)"\].*/\1/p')
-      echo "requests counted by Prometheus: $count"
-      [ "$count" = 200 ] || { echo "expected the 200 requests of the bench"; exit 1; }
-      exit 0 ;;
-  esac
+  answer=$(curl -sf "$prom/api/v1/query" --data-urlencode "query=$query" || true)
+  value=$(printf '%s' "$answer" | number)
+  count=$(curl -sf "$prom/api/v1/query" --data-urlencode \
+    'query=sum(tachyon:time_to_first_token_seconds_count{route="chat"})' | number || true)
+  # Until a scrape after the last of the bench's 200 requests.
+  if [ "$count" = 200 ] && [ -n "$value" ] && [ "$value" != NaN ]; then
+    echo "TTFT p95 through Prometheus: $value s over $count requests"
+    awk -v v="$value" 'BEGIN { exit !(v > 0 && v < 1) }' || { echo "TTFT p95 $value s is not plausible"; exit 1; }
+    exit 0
+  fi
+  sleep 0.5
 done
-echo "Prometheus never answered the TTFT quantile: $answer"
+echo "Prometheus never answered the TTFT quantile over 200 requests: $answer (count $count)"
 exit 1

@@ -82,6 +82,9 @@ class Backend {
   // True on the backend's own thread (where its callbacks run): a backend must
   // not be destroyed there (it would join itself).
   virtual bool OnOwnThread() const = 0;
+  // Start does request work that would stall an I/O thread (chat templates,
+  // tokenization): the gateway then calls it from a worker.
+  virtual bool StartIsCostly() const { return false; }
 };
 
 }  // namespace tachyon

@@ -202,6 +202,7 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
     sink->OnDone(Refusal(error));
     return CancelFn([] {});
   };
+  if (!loop_) return refuse({503, "the server is shutting down", "service_unavailable", "", "shutting_down"});
   if (r.n != 1) return refuse(Invalid("this backend answers 'n' = 1 only", "n"));
   if (r.has_non_text_parts) {
     return refuse(Invalid("this model reads text only; the message has other content parts", "messages"));

@@ -50,6 +50,7 @@ class LocalBackend : public Backend {
   CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
   void Shutdown() override { loop_.reset(); }
   bool OnOwnThread() const override { return loop_ && loop_->OnLoopThread(); }
+  bool StartIsCostly() const override { return true; }
 
   // One line for the server's start-up message.
   std::string Describe() const;

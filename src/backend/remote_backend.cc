@@ -196,6 +196,14 @@ void RemoteBackend::Shutdown() {
 
 CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
   const CompletionRequest& r = *request.request;
+  if (!client_) {
+    BackendResult refused{.kind = BackendResult::Kind::kFailed, .http_status = 503,
+                          .error = {503, "backend '" + options_.name + "' is shut down", "service_unavailable", "",
+                                    "shutting_down"},
+                          .error_kind = "shutting_down"};
+    sink->OnDone(std::move(refused));
+    return [] {};
+  }
   nlohmann::json body = r.body;
   if (!options_.upstream_model.empty()) body["model"] = options_.upstream_model;
   HttpClientRequest up{.method = "POST",

@@ -8,18 +8,25 @@ WorkerPool::WorkerPool(int num_threads) {
   for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { Loop(); });
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Close(); }
+
+void WorkerPool::Close() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
     stopping_ = true;
   }
   wake_.notify_all();
   for (auto& t : threads_) t.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  joined_ = true;
+  tasks_.clear();  // none: the workers leave only with the queue empty
 }
 
 void WorkerPool::Post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (joined_) return;
     tasks_.push_back(std::move(task));
   }
   wake_.notify_one();

@@ -16,13 +16,15 @@ namespace tachyon {
 class WorkerPool {
  public:
   explicit WorkerPool(int num_threads);
-  // Runs the tasks already posted, then joins.
+  // Close(), if not done yet.
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Safe from any thread, a worker's included.
+  // Safe from any thread, a worker's included. After Close the task is dropped.
   void Post(std::function<void()> task);
+  // Runs the tasks already posted, joins the workers, and refuses new tasks.
+  void Close();
   int num_threads() const { return static_cast<int>(threads_.size()); }
   // Tasks posted and not yet started.
   size_t num_queued() const;
@@ -34,6 +36,7 @@ class WorkerPool {
   std::condition_variable wake_;
   std::deque<std::function<void()>> tasks_;  // guarded by mutex_
   bool stopping_ = false;                     // guarded by mutex_
+  bool joined_ = false;                       // guarded by mutex_: the workers are gone
   std::vector<std::thread> threads_;
 };
 

@@ -42,5 +42,16 @@ TEST(WorkerPoolTest, TasksMayPostTasks) {
   EXPECT_EQ(done.load(), 2);
 }
 
+TEST(WorkerPoolTest, CloseRunsWhatWasPostedAndRefusesTheRest) {
+  std::atomic<int> done{0};
+  WorkerPool pool(2);
+  for (int i = 0; i < 100; ++i) pool.Post([&] { ++done; });
+  pool.Close();
+  EXPECT_EQ(done.load(), 100);
+  pool.Post([&] { ++done; });
+  pool.Close();
+  EXPECT_EQ(done.load(), 100) << "dropped after Close";
+}
+
 }  // namespace
 }  // namespace tachyon

@@ -60,6 +60,8 @@ struct InFlight {
   int64_t content_chunks = 0;
   std::string reply;       // the streamed text, for the conversation history
   std::string error_body;  // non-200 bodies
+  bool stream = true;
+  std::string whole;       // not streamed: the 200 answer
   std::unique_ptr<SseParser> parser;
 
   void OnEvent(std::string_view data, StreamChunkParser& parser) {
@@ -84,8 +86,36 @@ struct InFlight {
     ++content_chunks;
   }
 
+  // A whole answer is one content chunk at its end.
+  void OnWhole(Clock::time_point end) {
+    nlohmann::json j = nlohmann::json::parse(whole, nullptr, false);
+    if (!j.is_object()) {
+      record.error_kind = "malformed_body";
+      record.error_message = "the answer is not a JSON object";
+      return;
+    }
+    if (j.contains("usage") && j["usage"].is_object()) {
+      has_usage = true;
+      usage_prompt = j["usage"].value("prompt_tokens", int64_t{0});
+      usage_completion = j["usage"].value("completion_tokens", int64_t{0});
+    }
+    if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
+    const nlohmann::json& c = j["choices"][0];
+    std::string text;
+    if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
+    if (c.contains("message") && c["message"].is_object() && c["message"].contains("content") &&
+        c["message"]["content"].is_string()) {
+      text = c["message"]["content"].get<std::string>();
+    }
+    if (text.empty()) return;
+    record.chunk_seconds.push_back(Since(sent, end));
+    reply = std::move(text);
+    ++content_chunks;
+  }
+
   void Finish(const Status& s, Clock::time_point end, int64_t expected_prompt) {
     record.e2e_seconds = Since(sent, end);
+    if (s.ok() && status == 200 && !stream) OnWhole(end);
     if (!s.ok()) {
       record.error_kind = ErrorKind(s, status != 0);
       record.error_message = s.message();
@@ -94,7 +124,10 @@ struct InFlight {
       record.error_message = ErrorMessageOf(error_body);
     } else if (record.error_kind.empty() && content_chunks == 0) {
       // As vllm bench serve: without a content chunk there is no TTFT.
-      if (content_type.rfind("text/event-stream", 0) != 0) {
+      if (!stream) {
+        record.error_kind = "no_content";
+        record.error_message = "the answer has no content";
+      } else if (content_type.rfind("text/event-stream", 0) != 0) {
         record.error_kind = "not_streamed";
         record.error_message = "the server answered '" + content_type + "', not an event stream";
       } else {
@@ -222,6 +255,7 @@ class Runner {
     const BenchTurn turn = workload_.Turn(session.idx, session.next_turn);
     auto f = std::make_shared<InFlight>();
     f->chat = options_.target.endpoint == "chat";
+    f->stream = options_.target.stream;
     f->record.session = static_cast<int64_t>(session.idx);
     f->record.turn = session.next_turn;
     f->record.max_tokens = turn.max_tokens;
@@ -238,7 +272,7 @@ class Runner {
     if (!options_.target.api_key.empty()) {
       request.headers.emplace_back("Authorization", "Bearer " + options_.target.api_key);
     }
-    request.headers.emplace_back("Accept", "text/event-stream");
+    if (options_.target.stream) request.headers.emplace_back("Accept", "text/event-stream");
     auto shared_session = std::make_shared<Session>(std::move(session));
     const int64_t expected_prompt = turn.input_tokens;
     const std::string user_text = turn.text;
@@ -260,7 +294,15 @@ class Runner {
                   .on_data =
                       [f](std::string_view data) {
                         f->now = Clock::now();
-                        if (f->status == 200 && !f->oversized) {
+                        if (f->status == 200 && !f->stream) {
+                          if (f->whole.size() + data.size() > kMaxEventBytes) {
+                            f->oversized = true;
+                            f->record.error_kind = "oversized_body";
+                            f->record.error_message = "an answer of more than 16 MiB";
+                          } else if (!f->oversized) {
+                            f->whole.append(data);
+                          }
+                        } else if (f->status == 200 && !f->oversized) {
                           f->parser->Feed(data);
                           if (f->parser->pending_bytes() > kMaxEventBytes) {
                             f->oversized = true;  // memory stays bounded whatever the server sends
@@ -395,8 +437,8 @@ std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
     }
     if (turn.max_tokens > 0) body["max_tokens"] = turn.max_tokens;
   }
-  body["stream"] = true;
-  body["stream_options"] = {{"include_usage", true}};
+  body["stream"] = target.stream;
+  if (target.stream) body["stream_options"] = {{"include_usage", true}};
   if (!body.contains("temperature")) body["temperature"] = target.temperature;
   if (target.ignore_eos) body["ignore_eos"] = true;
   return body.dump();

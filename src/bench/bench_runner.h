@@ -37,6 +37,9 @@ struct BenchTarget {
   double temperature = 0;
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body
   double timeout_seconds = 600;  // per request, connect to last byte
+  // false: "stream": false, one JSON answer per request, whose TTFT is its E2E
+  // (for measuring whole-answer traffic: classification, extraction, gateways).
+  bool stream = true;
 };
 
 struct BenchProgress {

@@ -43,6 +43,7 @@ struct BenchFlags {
   std::string tokenizer;
   bool prompt_ids = false;
   bool ignore_eos = false;
+  bool no_stream = false;
   double temperature = 0;
   std::string extra_body;
   int concurrency = 0;
@@ -203,7 +204,8 @@ StatusOr<BenchTarget> BuildTarget(const BenchFlags& f) {
                      .ignore_eos = f.ignore_eos,
                      .temperature = f.temperature,
                      .extra_body = std::move(extra_body),
-                     .timeout_seconds = f.request_timeout};
+                     .timeout_seconds = f.request_timeout,
+                     .stream = !f.no_stream};
   if (target.api_key.empty()) {
     if (const char* env = std::getenv("OPENAI_API_KEY"); env != nullptr) target.api_key = env;
   }
@@ -449,6 +451,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
                   "GGUF file with the server's vocabulary: exact token lengths (else a token is one common word)");
   cmd->add_flag("--prompt-ids", flags->prompt_ids, "send prompts as token-id arrays (needs --tokenizer)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "send ignore_eos so every output is exactly max_tokens long");
+  cmd->add_flag("--no-stream", flags->no_stream,
+                "send \"stream\": false: one JSON answer per request, its TTFT is its E2E (TPOT and ITL need streams)");
   cmd->add_option("--temperature", flags->temperature, "sampling temperature sent")->capture_default_str();
   cmd->add_option("--extra-body", flags->extra_body, "JSON object merged into every request body");
   cmd->add_option("--concurrency", flags->concurrency,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "backend/local_backend.h"
@@ -77,7 +78,8 @@ StatusOr<std::string> DemoModel() {
 }
 
 // The one-model flags: one local backend behind one route of its name.
-StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsRegistry* metrics) {
+StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsRegistry* metrics,
+                                               Gateway::Offload offload) {
   LocalBackendOptions options{.name = "local",
                               .model_path = flags.model,
                               .served_model_name = flags.served_model_name,
@@ -107,7 +109,7 @@ StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsR
   }
   std::fprintf(stderr, "tachyon serve: %s\n", (*backend)->Describe().c_str());
   const std::string name = (*backend)->model_name();
-  return Gateway::Single(std::shared_ptr<Backend>(std::move(backend).value()), name, metrics);
+  return Gateway::Single(std::shared_ptr<Backend>(std::move(backend).value()), name, metrics, std::move(offload));
 }
 
 void DescribeConfig(const GatewayConfig& config) {
@@ -137,29 +139,35 @@ int Run(const ServeFlags& flags) {
                          .num_io_threads = flags.io_threads};
   OpenAiServerOptions server_options{.api_key = flags.api_key, .access_log = !flags.no_access_log};
   int workers = flags.workers;
+  std::optional<GatewayConfig> config;
   if (!flags.config.empty()) {
     if (!flags.model.empty()) return Fail("--model and --config are exclusive: a config names its models");
-    StatusOr<GatewayConfig> config = LoadGatewayConfig(flags.config);
-    if (!config.ok()) return Fail(config.status().message());
+    StatusOr<GatewayConfig> loaded = LoadGatewayConfig(flags.config);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    config = std::move(loaded).value();
+    if (config->server.workers && !flags.workers_option->count()) workers = *config->server.workers;
+  }
+  // Request work that must not stall an I/O thread runs here (the gateway offloads it).
+  auto pool = std::make_unique<WorkerPool>(workers);
+  const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };
+  if (config) {
     const ServerConfig& s = config->server;
     if (s.host && !flags.host_option->count()) http.host = *s.host;
     if (s.port && !flags.port_option->count()) http.port = *s.port;
     if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
     if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
-    if (s.workers && !flags.workers_option->count()) workers = *s.workers;
     if (s.api_key && !flags.api_key_option->count()) server_options.api_key = *s.api_key;
     if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
-    StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics);
+    StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
     DescribeConfig(*config);
     holder.Set(*gateway);
   } else {
-    StatusOr<std::shared_ptr<Gateway>> gateway = SingleModel(flags, &metrics);
+    StatusOr<std::shared_ptr<Gateway>> gateway = SingleModel(flags, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
     holder.Set(*gateway);
   }
 
-  auto pool = std::make_unique<WorkerPool>(workers);
   OpenAiServer service(server_options, &holder, &metrics, pool.get());
   StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       http, [&service](HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
@@ -178,24 +186,24 @@ int Run(const ServeFlags& flags) {
       continue;
     }
     // Validated and built first; on any error the running gateway stays as it is.
-    StatusOr<GatewayConfig> config = LoadGatewayConfig(flags.config);
+    StatusOr<GatewayConfig> reloaded = LoadGatewayConfig(flags.config);
     StatusOr<std::shared_ptr<Gateway>> gateway =
-        config.ok() ? Gateway::Build(*config, holder.Get().get(), &metrics) : config.status();
+        reloaded.ok() ? Gateway::Build(*reloaded, holder.Get().get(), &metrics, offload) : reloaded.status();
     if (!gateway.ok()) {
       std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
                    gateway.status().message().c_str());
       continue;
     }
     holder.Set(*gateway);
-    DescribeConfig(*config);
+    DescribeConfig(*reloaded);
     std::fprintf(stderr, "tachyon serve: SIGHUP: reloaded %s (requests in flight finish on the old config)\n",
                  flags.config.c_str());
   }
   std::fprintf(stderr, "tachyon serve: %s: finishing open responses (up to %.0f s)\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM", flags.grace_seconds);
   (*server)->Stop(flags.grace_seconds);
-  pool.reset();                   // the queued request work runs (its answers go nowhere now)
-  holder.Get()->Shutdown();       // engines stop, upstream connections close; no callback runs after this
+  pool->Close();             // the queued request work runs (its answers go nowhere now); later posts are dropped
+  holder.Get()->Shutdown();  // engines stop, upstream connections close; no callback runs after this
   holder.Set(nullptr);
   server->reset();
   return 0;

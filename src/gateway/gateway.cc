@@ -127,17 +127,34 @@ namespace {
 // raised when an attempt starts and lowered exactly once, by its OnDone or by Cancel.
 class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
  public:
-  GatewayCall(std::shared_ptr<const Gateway> gateway, Route* route, std::vector<size_t> plan,
-              BackendRequest request, std::shared_ptr<GatewaySink> sink)
-      : gateway_(std::move(gateway)),
-        route_(route),
-        plan_(std::move(plan)),
-        request_(std::move(request)),
-        sink_(std::move(sink)) {
+  GatewayCall(std::shared_ptr<const Gateway> gateway, Route* route, GatewayRequest request,
+              std::shared_ptr<GatewaySink> sink)
+      : gateway_(std::move(gateway)), route_(route), pending_(std::move(request)), sink_(std::move(sink)) {
     info_.route = route_->name();
   }
 
-  void Start() { NextAttempt(); }
+  // The pipeline, then the plan's first attempt.
+  void Start() {
+    if (std::optional<StageAnswer> answer = gateway_->pipeline().Run(pending_)) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (finished_) return;
+        finished_ = true;
+      }
+      Replay(*answer);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plan_ = route_->Plan(*pending_.request, Clock::now());
+      request_ = BackendRequest{.request = pending_.request,
+                                .id = std::move(pending_.id),
+                                .created = pending_.created,
+                                .model_name = route_->name(),
+                                .arrival = pending_.arrival};
+    }
+    NextAttempt();
+  }
 
   void Cancel() {
     CancelFn cancel;
@@ -281,7 +298,19 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       sink_->OnDone(done_, info_);
       return;
     }
-    CancelFn cancel = backend->Start(request_, std::make_shared<AttemptSink>(shared_from_this(), attempt));
+    if (backend->StartIsCostly() && gateway_->offload()) {
+      gateway_->offload()([self = shared_from_this(), backend, attempt] { self->StartBackend(*backend, attempt); });
+    } else {
+      StartBackend(*backend, attempt);
+    }
+  }
+
+  void StartBackend(Backend& backend, int attempt) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || attempt != current_) return;  // cancelled while it waited for a worker
+    }
+    CancelFn cancel = backend.Start(request_, std::make_shared<AttemptSink>(shared_from_this(), attempt));
     std::lock_guard<std::mutex> lock(mutex_);
     if (current_ == attempt && !finished_) {
       cancel_ = std::move(cancel);
@@ -306,10 +335,18 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     return r;
   }
 
+  // A stage's answer, replayed as if a backend had given it.
+  void Replay(const StageAnswer& answer) {
+    CallInfo info{route_->name(), answer.answered_by, 0, -1, -1};
+    for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
+    sink_->OnDone(answer.result, info);
+  }
+
   std::shared_ptr<const Gateway> gateway_;  // keeps the route and its backends alive
   Route* route_;
-  const std::vector<size_t> plan_;
-  const BackendRequest request_;
+  GatewayRequest pending_;       // until Start: what the pipeline sees
+  std::vector<size_t> plan_;     // set by Start, then fixed
+  BackendRequest request_;       // set by Start, then fixed
   std::shared_ptr<GatewaySink> sink_;
 
   std::mutex mutex_;
@@ -323,13 +360,6 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   BackendResult done_;
   CallInfo info_;
 };
-
-// Replays a stage's answer as if a backend had given it.
-void Replay(const StageAnswer& answer, const std::string& route, GatewaySink& sink) {
-  CallInfo info{route, answer.answered_by, 0, -1, -1};
-  for (const BackendChunk& chunk : answer.chunks) sink.OnChunk(chunk, info);
-  sink.OnDone(answer.result, info);
-}
 
 }  // namespace
 
@@ -378,9 +408,10 @@ std::shared_ptr<BackendSlot> Gateway::Slot(const std::string& name) const {
 }
 
 StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, const Gateway* previous,
-                                                  MetricsRegistry* metrics) {
+                                                  MetricsRegistry* metrics, Offload offload) {
   std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
   g->metrics_ = metrics;
+  g->offload_ = std::move(offload);
   for (const BackendConfig& b : config.backends) {
     if (previous != nullptr) {
       if (auto old = previous->Slot(b.name); old && old->fingerprint == b.fingerprint) {
@@ -412,9 +443,10 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
 }
 
 std::shared_ptr<Gateway> Gateway::Single(std::shared_ptr<Backend> backend, const std::string& route_name,
-                                         MetricsRegistry* metrics) {
+                                         MetricsRegistry* metrics, Offload offload) {
   std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
   g->metrics_ = metrics;
+  g->offload_ = std::move(offload);
   // One backend, no alternative: its breaker never opens (a refusal would only turn errors into 503s).
   g->slots_.push_back(MakeSlot(std::move(backend), "", {.failure_threshold = 1 << 30}, metrics));
   RouteConfig r{.model = route_name, .backends = {g->slots_[0]->backend->name()}};
@@ -445,19 +477,12 @@ CancelFn Gateway::Handle(GatewayRequest request, std::shared_ptr<GatewaySink> si
     return [] {};
   }
   route->requests().Add();
-  if (std::optional<StageAnswer> answer = pipeline_.Run(request)) {
-    Replay(*answer, route->name(), *sink);
-    return [] {};
+  auto call = std::make_shared<GatewayCall>(shared_from_this(), route, std::move(request), std::move(sink));
+  if (pipeline_.costly() && offload_) {
+    offload_([call] { call->Start(); });
+  } else {
+    call->Start();
   }
-  std::vector<size_t> plan = route->Plan(r, Clock::now());
-  BackendRequest backend_request{.request = request.request,
-                                 .id = std::move(request.id),
-                                 .created = request.created,
-                                 .model_name = route->name(),
-                                 .arrival = request.arrival};
-  auto call = std::make_shared<GatewayCall>(shared_from_this(), route, std::move(plan), std::move(backend_request),
-                                            std::move(sink));
-  call->Start();
   return [call] { call->Cancel(); };
 }
 

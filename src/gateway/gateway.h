@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,22 +69,28 @@ class Route;
 
 class Gateway : public std::enable_shared_from_this<Gateway> {
  public:
+  // Runs a task on a worker thread (the server's pool); what an I/O thread must
+  // not do (a costly stage, a local backend's Start) goes through it.
+  using Offload = std::function<void(std::function<void()>)>;
+
   // Makes every backend the config names (reusing the previous gateway's where
   // the configuration is unchanged) and the routes over them.
   static StatusOr<std::shared_ptr<Gateway>> Build(const GatewayConfig& config, const Gateway* previous,
-                                                  MetricsRegistry* metrics);
+                                                  MetricsRegistry* metrics, Offload offload = nullptr);
   // One route over ready-made backends (the one-model flags of `tachyon serve`).
   static std::shared_ptr<Gateway> Single(std::shared_ptr<Backend> backend, const std::string& route_name,
-                                         MetricsRegistry* metrics);
+                                         MetricsRegistry* metrics, Offload offload = nullptr);
   ~Gateway();
 
   Pipeline& pipeline() { return pipeline_; }
+  const Pipeline& pipeline() const { return pipeline_; }
   // Ends every backend's work (engines stop, upstream connections close); calls
   // in flight get no more callbacks. For the server's exit.
   void Shutdown();
 
-  // Runs the pipeline and the route; the answer goes to sink. The returned
-  // function cancels the call (a client that went away).
+  // Runs the pipeline and the route; the answer goes to sink. Cheap on the
+  // calling thread (an I/O thread may call it): costly work is offloaded. The
+  // returned function cancels the call (a client that went away).
   CancelFn Handle(GatewayRequest request, std::shared_ptr<GatewaySink> sink) const;
 
   // GET /v1/models: every route, with its backends' states.
@@ -92,6 +99,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   int Health(nlohmann::json* body) const;
 
   const std::vector<std::shared_ptr<BackendSlot>>& backends() const { return slots_; }
+  const Offload& offload() const { return offload_; }
 
  private:
   Gateway() = default;
@@ -99,6 +107,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::shared_ptr<BackendSlot> Slot(const std::string& name) const;
 
   MetricsRegistry* metrics_ = nullptr;
+  Offload offload_;
   std::vector<std::shared_ptr<BackendSlot>> slots_;
   std::vector<std::unique_ptr<Route>> routes_;
   std::unordered_map<std::string, Route*> by_model_;

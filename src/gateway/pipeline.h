@@ -40,12 +40,21 @@ class Stage {
   virtual std::string_view name() const = 0;
   // nullopt: pass (the request possibly changed); an answer: the request ends here.
   virtual std::optional<StageAnswer> Process(GatewayRequest& request) = 0;
+  // Process does work that would stall an I/O thread (embedding a message): the
+  // gateway then runs the pipeline on a worker.
+  virtual bool costly() const { return false; }
 };
 
 class Pipeline {
  public:
   void Add(std::unique_ptr<Stage> stage) { stages_.push_back(std::move(stage)); }
   size_t num_stages() const { return stages_.size(); }
+  bool costly() const {
+    for (const auto& stage : stages_) {
+      if (stage->costly()) return true;
+    }
+    return false;
+  }
   // Runs the stages in order until one answers.
   std::optional<StageAnswer> Run(GatewayRequest& request) const {
     for (const auto& stage : stages_) {

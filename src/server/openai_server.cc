@@ -9,6 +9,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Bodies up to this size are parsed on the I/O thread (tens of microseconds at most).
+constexpr size_t kInlineParseBytes = 16 << 10;
+
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -146,10 +149,16 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   } else if (request.method == "GET" && path == "/v1/models") {
     writer->Respond(200, "application/json", gateway_->Get()->Models(started_).dump());
   } else if (request.method == "POST" && (completions || chat)) {
-    workers_->Post([this, request = std::move(request), writer, chat, arrival]() mutable {
-      HandleCompletion(std::move(request), std::move(writer),
-                       chat ? Endpoint::kChatCompletions : Endpoint::kCompletions, arrival);
-    });
+    const Endpoint endpoint = chat ? Endpoint::kChatCompletions : Endpoint::kCompletions;
+    if (request.body.size() <= kInlineParseBytes) {
+      // Parsed here: a hop to a worker would cost more than the parse (the gateway
+      // offloads what is costly: chat templates and tokenization).
+      HandleCompletion(std::move(request), std::move(writer), endpoint, arrival);
+    } else {
+      workers_->Post([this, request = std::move(request), writer, endpoint, arrival]() mutable {
+        HandleCompletion(std::move(request), std::move(writer), endpoint, arrival);
+      });
+    }
   } else if (completions || chat || path == "/v1/models" || path == "/metrics") {
     SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""});
   } else {

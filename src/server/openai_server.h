@@ -5,9 +5,10 @@
 //   GET  /metrics              Prometheus text (every family with HELP and TYPE)
 //   POST /v1/completions, /v1/chat/completions   through the gateway, streaming or not
 //
-// On the I/O thread it only reads the path and checks the API key; parsing and
-// everything after runs on the worker pool, so a long prompt never stalls the
-// other connections. Each request gets an id (the client's x-request-id, or a
+// On the I/O thread it reads the path, checks the API key and parses bodies of up
+// to 16 KiB (larger ones are parsed on the worker pool); the gateway offloads to
+// the pool whatever is costly (chat templates and tokenization of a local
+// backend, costly stages), so a long prompt never stalls the other connections. Each request gets an id (the client's x-request-id, or a
 // new one) echoed in x-request-id; answers say who gave them (x-tachyon-route,
 // x-tachyon-backend). Streams are framed here: one SSE event per backend chunk,
 // then [DONE]; a failure mid-stream is an error event and [DONE], whatever the

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# What the gateway adds in front of an upstream, measured with tachyon bench
+# against tests/support/mock_upstream (an upstream that does no work) directly
+# (A) and through `tachyon serve --config` (B), in one run, A B A B.
+# The gateway runs alone on core 0 (taskset), the upstream and the client on
+# core 1, so "one core" is the gateway's.
+#
+#  1. added latency at a fixed rate: Poisson arrivals at RATE streaming requests/s
+#     (16 chunks each, written by the upstream at once), TTFT and E2E p50 / p99 of
+#     A and B, B - A per pair, median of the pairs;
+#  2. the same at higher rates, once each: the highest rate whose added TTFT p99
+#     stays under 1 ms;
+#  3. small non-streaming requests (max_tokens 2) in a closed loop at concurrency
+#     64: requests/s through the gateway on its one core, and the gateway's CPU share.
+#
+#   benchmarks/gateway_overhead.sh            (after a release build)
+#   RATE=500 SECONDS_PER_RUN=10 PAIRS=3 SWEEP="1000 2000 3000 4000" benchmarks/gateway_overhead.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tachyon=build/release/src/cli/tachyon
+mock=build/release/tests/support/mock_upstream
+RATE=${RATE:-500} SECONDS_PER_RUN=${SECONDS_PER_RUN:-10} PAIRS=${PAIRS:-3}
+SWEEP=${SWEEP:-"1000 2000 3000 4000"}
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+
+start() {  # name cpu command...: sets $url from the "listening on" line
+  local name=$1 cpu=$2
+  shift 2
+  taskset -c "$cpu" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pids+=($!)
+  eval "${name}_pid=$!"
+  for _ in $(seq 200); do
+    url=$(sed -n 's/^listening on //p' "$work/$name.out" | head -1)
+    [ -n "$url" ] && return 0
+    sleep 0.05
+  done
+  echo "$name did not start"; cat "$work/$name.err"; exit 1
+}
+
+start upstream 1 "$mock" --port 0
+upstream=$url
+cat >"$work/gateway.toml" <<TOML
+[[backend]]
+name = "mock"
+kind = "openai"
+base_url = "$upstream/v1"
+pool_size = 1024
+[[route]]
+model = "m"
+backends = ["mock"]
+TOML
+start gateway 0 "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
+gateway=$url
+
+bench() {  # url out extra-flags...
+  local target=$1 out=$2
+  shift 2
+  taskset -c 1 "$tachyon" bench --url "$target" --model m --input-len 16 --output-len "${OUTPUT_LEN:-16}" --no-progress \
+    --out "$out" "$@" >/dev/null 2>"$work/bench.err" || { cat "$work/bench.err"; exit 1; }
+}
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; tachyon $(git rev-parse --short HEAD)"
+echo
+echo "## 1. streaming at $RATE requests/s, $SECONDS_PER_RUN s per run, $PAIRS A/B pairs"
+n=$((RATE * SECONDS_PER_RUN))
+for p in $(seq "$PAIRS"); do
+  bench "$upstream" "$work/a$p.json" --request-rate "$RATE" --num-requests "$n" --warmup 200
+  bench "$gateway" "$work/b$p.json" --request-rate "$RATE" --num-requests "$n" --warmup 200
+done
+python3 - "$work" "$PAIRS" <<'PY'
+import json, statistics, sys
+work, pairs = sys.argv[1], int(sys.argv[2])
+def s(path): return json.load(open(path))["summary"]
+rows = []
+for p in range(1, pairs + 1):
+    a, b = s(f"{work}/a{p}.json"), s(f"{work}/b{p}.json")
+    rows.append((a, b))
+print("| pair | ok A / B | TTFT p50 A / B (ms) | TTFT p99 A / B | E2E p50 A / B | E2E p99 A / B |")
+print("|---|---|---|---|---|---|")
+for i, (a, b) in enumerate(rows, 1):
+    print(f"| {i} | {a['num_ok']} / {b['num_ok']} | {a['ttft']['p50_ms']:.3f} / {b['ttft']['p50_ms']:.3f} | "
+          f"{a['ttft']['p99_ms']:.3f} / {b['ttft']['p99_ms']:.3f} | {a['e2e']['p50_ms']:.3f} / {b['e2e']['p50_ms']:.3f} | "
+          f"{a['e2e']['p99_ms']:.3f} / {b['e2e']['p99_ms']:.3f} |")
+for metric in ("ttft", "e2e"):
+    for q in ("p50_ms", "p99_ms"):
+        added = statistics.median(b[metric][q] - a[metric][q] for a, b in rows)
+        print(f"added {metric.upper()} {q[:3]}: {added:.3f} ms (median of the pairs)")
+PY
+echo
+echo "## 2. streaming at higher rates ($SECONDS_PER_RUN s each, A then B)"
+echo "| rate | ok A / B | TTFT p99 A / B (ms) | added TTFT p99 | added E2E p99 |"
+echo "|---|---|---|---|---|"
+for rate in $SWEEP; do
+  n=$((rate * SECONDS_PER_RUN))
+  bench "$upstream" "$work/sa.json" --request-rate "$rate" --num-requests "$n" --warmup 200
+  bench "$gateway" "$work/sb.json" --request-rate "$rate" --num-requests "$n" --warmup 200
+  python3 - "$work/sa.json" "$work/sb.json" "$rate" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["summary"] for p in sys.argv[1:3])
+print(f"| {sys.argv[3]} | {a['num_ok']} / {b['num_ok']} | {a['ttft']['p99_ms']:.3f} / {b['ttft']['p99_ms']:.3f} | "
+      f"{b['ttft']['p99_ms'] - a['ttft']['p99_ms']:.3f} | {b['e2e']['p99_ms'] - a['e2e']['p99_ms']:.3f} |")
+PY
+done
+echo
+echo "## 3. small non-streaming requests, closed loop at concurrency 64"
+before=$(cpu_ticks "$gateway_pid")
+start_ns=$(date +%s%N)
+OUTPUT_LEN=2 bench "$gateway" "$work/ns.json" --no-stream --concurrency 64 --num-requests 50000 --warmup 500
+elapsed=$(( $(date +%s%N) - start_ns ))
+after=$(cpu_ticks "$gateway_pid")
+OUTPUT_LEN=2 bench "$upstream" "$work/nsa.json" --no-stream --concurrency 64 --num-requests 50000 --warmup 500
+python3 - "$work/ns.json" "$work/nsa.json" "$((after - before))" "$elapsed" <<'PY'
+import json, sys
+b, a = (json.load(open(p)) for p in sys.argv[1:3])
+ticks, ns = int(sys.argv[3]), int(sys.argv[4])
+print(f"through the gateway: {b['summary']['request_throughput']:.0f} requests/s "
+      f"({b['summary']['num_ok']} ok), E2E p50 {b['summary']['e2e']['p50_ms']:.2f} ms, p99 {b['summary']['e2e']['p99_ms']:.2f} ms; "
+      f"gateway CPU {100 * ticks / 100 / (ns / 1e9):.0f}% of its core; the client {100 * b['info']['client_cpu_share']:.0f}% of its")
+print(f"direct: {a['summary']['request_throughput']:.0f} requests/s, E2E p50 {a['summary']['e2e']['p50_ms']:.2f} ms")
+PY

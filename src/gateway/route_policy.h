@@ -46,7 +46,7 @@ const char* PolicyName(PolicyKind kind);
 
 struct RoutePolicyOptions {
   double explore = 0.1;        // latency: the chance of trying a random backend first
-  double load_factor = 1.25;   // prefix-affinity: c of the bounded load
+  double load_factor = 1.5;    // prefix-affinity: c of the bounded load (a spill recomputes a whole prefix: not too eager)
   int virtual_nodes = 64;      // prefix-affinity: points per backend on the ring
 };
 

@@ -45,7 +45,7 @@ TEST(RoutePolicyTest, LatencyPrefersUnmeasuredThenFastestAndExploresAtItsRate) {
 }
 
 TEST(RoutePolicyTest, PrefixAffinityIsStickySpreadsPrefixesAndBoundsTheLoad) {
-  auto p = RoutePolicy::Make(PolicyKind::kPrefixAffinity, 4);
+  auto p = RoutePolicy::Make(PolicyKind::kPrefixAffinity, 4, {.load_factor = 1.25});
   std::vector<CandidateState> idle(4);
   std::map<size_t, int> per_backend;
   for (uint64_t prefix = 0; prefix < 400; ++prefix) {

@@ -19,6 +19,7 @@ constexpr size_t kMaxEventBytes = 16 << 20;
 // One call, on the loop thread after Start.
 struct RemoteBackend::Call {
   RemoteBackend* backend;
+  StreamChunkParser* parser;  // of the loop the call runs on
   std::shared_ptr<BackendSink> sink;
   bool stream = false;
   bool chat = false;
@@ -86,7 +87,7 @@ struct RemoteBackend::Call {
       return;
     }
     StreamChunk chunk;
-    if (!backend->parser_.Parse(data, chat, &chunk)) {
+    if (!parser->Parse(data, chat, &chunk)) {
       Fail(502, "an event that is not a JSON object: " + std::string(data.substr(0, 200)), "malformed_event");
       return;
     }
@@ -171,11 +172,31 @@ RemoteBackend::RemoteBackend(RemoteBackendOptions options, HttpUrl url)
     : options_(std::move(options)),
       url_(std::move(url)),
       model_name_(options_.upstream_model.empty() ? options_.name : options_.upstream_model),
-      client_(std::make_unique<HttpClient>(HttpClientOptions{.verify_peer = options_.verify_tls,
-                                                             .ca_file = options_.ca_file,
-                                                             .user_agent = "tachyon",
-                                                             .max_idle_per_host = options_.pool_size})) {
-  thread_ = std::thread([this] { client_->RunUntilStopped(); });
+      client_options_{.verify_peer = options_.verify_tls,
+                      .ca_file = options_.ca_file,
+                      .user_agent = "tachyon",
+                      .max_idle_per_host = options_.pool_size} {
+  own_ = std::make_unique<LoopClient>();
+  own_->client = std::make_unique<HttpClient>(client_options_);
+  thread_ = std::thread([this] { own_->client->RunUntilStopped(); });
+}
+
+RemoteBackend::LoopClient* RemoteBackend::ClientFor(EventLoop* loop) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return nullptr;
+  if (loop == nullptr) return own_.get();
+  std::unique_ptr<LoopClient>& c = shared_[loop];
+  if (!c) {
+    c = std::make_unique<LoopClient>();
+    c->client = std::make_unique<HttpClient>(loop, client_options_);
+  }
+  return c.get();
+}
+
+bool RemoteBackend::OnOwnThread() const {
+  if (std::this_thread::get_id() == thread_.get_id()) return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shared_.count(CurrentEventLoop()) > 0;
 }
 
 StatusOr<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(const RemoteBackendOptions& options) {
@@ -188,15 +209,24 @@ StatusOr<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(const RemoteBacke
 RemoteBackend::~RemoteBackend() { Shutdown(); }
 
 void RemoteBackend::Shutdown() {
-  if (!client_) return;
-  client_->Stop();
+  std::unordered_map<EventLoop*, std::unique_ptr<LoopClient>> shared;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    shared.swap(shared_);
+  }
+  own_->client->Stop();
   thread_.join();
-  client_.reset();  // the unfinished exchanges' frames, and the sinks they hold, go with it
+  own_.reset();  // the unfinished exchanges' frames, and the sinks they hold, go with it
+  // Those on I/O loops end there (the server stops its loops before the gateway shuts down).
+  shared.clear();
 }
 
 CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
   const CompletionRequest& r = *request.request;
-  if (!client_) {
+  LoopClient* loop_client = ClientFor(CurrentEventLoop());
+  if (loop_client == nullptr) {
     BackendResult refused{.kind = BackendResult::Kind::kFailed, .http_status = 503,
                           .error = {503, "backend '" + options_.name + "' is shut down", "service_unavailable", "",
                                     "shutting_down"},
@@ -222,16 +252,17 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
 
   auto call = std::make_shared<Call>();
   call->backend = this;
+  call->parser = &loop_client->parser;
   call->sink = std::move(sink);
   call->stream = r.stream;
   call->chat = r.endpoint == Endpoint::kChatCompletions;
   call->sent = Clock::now();
-  const uint64_t id = client_->Send(std::move(up), HttpStreamCallbacks{
+  HttpClient* client = loop_client->client.get();
+  const uint64_t id = client->Send(std::move(up), HttpStreamCallbacks{
       .on_head = [call](const HttpResponseHead& h) { call->OnHead(h); },
       .on_data = [call](std::string_view d) { call->OnData(d); },
       .on_done = [call](const Status& s) { call->OnDone(s); },
   });
-  HttpClient* client = client_.get();
   return [client, id] { client->Cancel(id); };
 }
 

@@ -5,7 +5,10 @@
 // `model` replaced by upstream_model when one is set. A streamed answer comes
 // back event by event and each event is handed on the moment it is read: no
 // buffering, the event's JSON unchanged (only the upstream's [DONE] is dropped:
-// the server ends every stream itself). A 4xx passes through as it is; a
+// the server ends every stream itself). Called on an HttpServer I/O thread, the
+// call runs on that thread's own loop (a client per I/O thread, each with its
+// connection pool), so nothing is handed between threads on the way up or back;
+// called elsewhere (a worker), it runs on the backend's own loop thread. A 4xx passes through as it is; a
 // connect error, a 5xx or a first-byte timeout is a kFailed result (nothing has
 // reached the client: the route may try another backend); a failure after the
 // first event is kBroken. Cancel closes the upstream connection.
@@ -13,7 +16,9 @@
 
 #include <memory>
 #include <string>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "api/stream_chunk.h"
 #include "backend/backend.h"
@@ -45,7 +50,8 @@ class RemoteBackend : public Backend {
   const std::string& model_name() const override { return model_name_; }
   CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
   void Shutdown() override;
-  bool OnOwnThread() const override { return std::this_thread::get_id() == thread_.get_id(); }
+  // Its own loop thread, or an I/O thread where its calls run.
+  bool OnOwnThread() const override;
 
   const RemoteBackendOptions& options() const { return options_; }
 
@@ -57,9 +63,19 @@ class RemoteBackend : public Backend {
   RemoteBackendOptions options_;
   HttpUrl url_;
   std::string model_name_;  // upstream_model, or the backend's name
-  std::unique_ptr<HttpClient> client_;  // null after Shutdown
-  StreamChunkParser parser_;  // loop thread only: every call's events are parsed there
+  // A client and its chunk parser, used on one loop's thread only.
+  struct LoopClient {
+    std::unique_ptr<HttpClient> client;
+    StreamChunkParser parser;
+  };
+  LoopClient* ClientFor(EventLoop* loop);
+
+  HttpClientOptions client_options_;
+  std::unique_ptr<LoopClient> own_;  // on thread_; null after Shutdown
   std::thread thread_;
+  mutable std::mutex mutex_;
+  std::unordered_map<EventLoop*, std::unique_ptr<LoopClient>> shared_;  // guarded by mutex_
+  bool shut_down_ = false;                                              // guarded by mutex_
 };
 
 }  // namespace tachyon

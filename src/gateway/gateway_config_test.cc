@@ -7,6 +7,7 @@ namespace {
 
 std::optional<std::string> FakeEnv(const std::string& name) {
   if (name == "UPSTREAM_A_KEY") return std::string("sk-a");
+  if (name == "UPSTREAM_B_KEY") return std::string("sk-b");
   return std::nullopt;
 }
 
@@ -121,6 +122,15 @@ TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(a->backends[0].fingerprint, b->backends[0].fingerprint);
   EXPECT_NE(a->backends[0].fingerprint, c->backends[0].fingerprint);
+}
+
+TEST(GatewayConfigTest, TheDocumentedExampleIsValid) {
+  StatusOr<GatewayConfig> c = LoadGatewayConfig(std::string(TACHYON_SOURCE_DIR) + "/examples/tachyon.toml", FakeEnv);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backends.size(), 5u);
+  EXPECT_EQ(c->routes.size(), 3u);
+  EXPECT_EQ(c->routes[2].policy, PolicyKind::kPrefixAffinity);
+  EXPECT_EQ(c->backends[1].remote.api_key, "sk-b");
 }
 
 }  // namespace

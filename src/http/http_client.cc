@@ -1,5 +1,7 @@
 #include "http/http_client.h"
 
+#include "http/event_loop_internal.h"
+
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
 
@@ -99,8 +101,18 @@ struct ExchangeState {
   beast::tcp_stream* tcp = nullptr;  // the connection in use, while there is one
 };
 
+namespace {
+thread_local EventLoop* current_loop = nullptr;
+}  // namespace
+
+EventLoop* CurrentEventLoop() { return current_loop; }
+void SetCurrentEventLoop(EventLoop* loop) { current_loop = loop; }
+
 struct HttpClient::Impl {
-  explicit Impl(HttpClientOptions o) : options(std::move(o)) {}
+  // Own loop, or (external) a loop another thread runs.
+  explicit Impl(HttpClientOptions o)
+      : options(std::move(o)), own_io(std::make_unique<asio::io_context>(1)), io(*own_io) {}
+  Impl(HttpClientOptions o, asio::io_context& external) : options(std::move(o)), io(external) {}
 
   // Made at the first https request: building it costs ~15 ms, which plain-http runs need not pay.
   asio::ssl::context& Ssl() {
@@ -124,7 +136,8 @@ struct HttpClient::Impl {
   HttpClientOptions options;
   std::optional<asio::ssl::context> ssl;
   std::string ca_error;
-  asio::io_context io{1};
+  std::unique_ptr<asio::io_context> own_io;  // null on an external loop
+  asio::io_context& io;
   std::vector<std::unique_ptr<asio::signal_set>> signals;
   std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
   std::unordered_map<std::string, std::vector<std::unique_ptr<TlsStream>>> idle_tls;
@@ -257,7 +270,10 @@ struct HttpClient::Impl {
     return out;
   }
 
-  asio::awaitable<void> Exchange(uint64_t id, HttpClientRequest r, HttpStreamCallbacks user_cb) {
+  // keep: on an external loop, the client's state lives as long as its exchanges
+  // (null on its own loop, whose destruction ends them first).
+  asio::awaitable<void> Exchange(uint64_t id, HttpClientRequest r, HttpStreamCallbacks user_cb,
+                                 [[maybe_unused]] std::shared_ptr<Impl> keep) {
     auto state = std::make_shared<ExchangeState>();
     exchanges.emplace(id, state);
     HttpStreamCallbacks cb = Guarded(std::move(user_cb), state);
@@ -369,19 +385,25 @@ struct HttpClient::Impl {
   }
 };
 
-HttpClient::HttpClient(HttpClientOptions options) : impl_(std::make_unique<Impl>(options)) {}
+HttpClient::HttpClient(HttpClientOptions options) : impl_(std::make_shared<Impl>(options)) {}
+HttpClient::HttpClient(EventLoop* loop, HttpClientOptions options)
+    : impl_(std::make_shared<Impl>(options, *loop->io)) {}
 HttpClient::~HttpClient() = default;
 
 uint64_t HttpClient::Send(HttpClientRequest request, HttpStreamCallbacks callbacks) {
   const uint64_t id = impl_->next_id++;
-  asio::post(impl_->io, [impl = impl_.get(), id, request = std::move(request), callbacks = std::move(callbacks)]() mutable {
-    asio::co_spawn(impl->io, impl->Exchange(id, std::move(request), std::move(callbacks)), asio::detached);
+  std::shared_ptr<Impl> keep = impl_->own_io ? nullptr : impl_;
+  asio::post(impl_->io, [impl = impl_.get(), id, request = std::move(request), callbacks = std::move(callbacks),
+                         keep = std::move(keep)]() mutable {
+    asio::co_spawn(impl->io, impl->Exchange(id, std::move(request), std::move(callbacks), std::move(keep)),
+                   asio::detached);
   });
   return id;
 }
 
 void HttpClient::Cancel(uint64_t id) {
-  asio::dispatch(impl_->io, [impl = impl_.get(), id] {
+  std::shared_ptr<Impl> keep = impl_->own_io ? nullptr : impl_;
+  asio::dispatch(impl_->io, [impl = impl_.get(), keep = std::move(keep), id] {
     auto it = impl->exchanges.find(id);
     if (it == impl->exchanges.end()) return;
     it->second->cancelled = true;

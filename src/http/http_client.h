@@ -79,9 +79,21 @@ struct HttpClientStats {
   int64_t retries = 0;
 };
 
+// The event loop of an HttpServer I/O thread, which clients may share: a client
+// made on it runs its exchanges on that thread, so a gateway that answers a
+// client from an upstream hands nothing between threads.
+struct EventLoop;
+// The loop the calling thread runs; null off HttpServer I/O threads.
+EventLoop* CurrentEventLoop();
+
 class HttpClient {
  public:
   explicit HttpClient(HttpClientOptions options = {});
+  // A client on an existing loop (CurrentEventLoop() of an I/O thread): Send and
+  // Cancel as usual; its callbacks run on that loop's thread. Run, Stop and the
+  // signal calls are the loop owner's, not this client's. Exchanges still in
+  // progress when the client is destroyed end quietly on the loop.
+  HttpClient(EventLoop* loop, HttpClientOptions options);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -116,7 +128,7 @@ class HttpClient {
   struct Impl;
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace tachyon

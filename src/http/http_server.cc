@@ -1,5 +1,7 @@
 #include "http/http_server.h"
 
+#include "http/event_loop_internal.h"
+
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
 
@@ -107,12 +109,24 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
  private:
   void Push(Event event) {
     if (closed_.load()) return;
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       events_.push_back(std::move(event));
+      wake = !wake_pending_;
+      wake_pending_ = true;
     }
-    // The wake-up runs on the I/O thread, after Next() has checked the queue or while it waits.
-    asio::post(executor_, [self = shared_from_this()] { self->timer_.cancel(); });
+    // The wake-up runs on the I/O thread, after Next() has checked the queue or while
+    // it waits; one is enough for a burst of events (Next takes them all).
+    if (wake) {
+      asio::post(executor_, [self = shared_from_this()] {
+        {
+          std::lock_guard<std::mutex> lock(self->mutex_);
+          self->wake_pending_ = false;
+        }
+        self->timer_.cancel();
+      });
+    }
   }
 
   asio::any_io_executor executor_;
@@ -121,6 +135,7 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
   std::deque<Event> events_;
   std::function<void()> on_close_;
   bool finished_ = false;  // guarded by mutex_
+  bool wake_pending_ = false;  // guarded by mutex_: a wake-up is posted and has not run
   std::atomic<bool> closed_{false};
 };
 
@@ -154,6 +169,7 @@ struct HttpServer::Impl {
   HttpHandler handler;
   // One io_context per I/O thread; the acceptor lives on the first.
   std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<std::unique_ptr<EventLoop>> loops;  // the same loops, as clients may share them
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::atomic<int> open_responses{0};
@@ -319,9 +335,15 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
   asio::co_spawn(*impl->contexts[0], raw->Listen(), asio::detached);
   for (auto& context : impl->contexts) {
     asio::io_context* io = context.get();
+    impl->loops.push_back(std::make_unique<EventLoop>(EventLoop{io}));
+    EventLoop* loop = impl->loops.back().get();
     // Each loop runs until Stop(), with or without connections.
     auto guard = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(io->get_executor());
-    impl->threads.emplace_back([io, guard] { io->run(); });
+    impl->threads.emplace_back([io, loop, guard] {
+      SetCurrentEventLoop(loop);
+      io->run();
+      SetCurrentEventLoop(nullptr);
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }

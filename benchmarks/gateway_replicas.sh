@@ -7,7 +7,7 @@
 # Each replica has one thread on a core of its own.
 #
 #   benchmarks/gateway_replicas.sh [MODEL.gguf]   (default: a random-weight `tiny` model, generated once)
-#   PAIRS=2 K=4 P=1000 S=50 N=64 C=8 O=16 LOAD_FACTOR=1.5 SEED=0 benchmarks/gateway_replicas.sh
+#   PAIRS=2 K=4 P=1000 S=50 N=64 C=8 O=16 LOAD_FACTOR=2.0 SEED=0 benchmarks/gateway_replicas.sh
 # The bench gives prefixes out round robin; with K even, round-robin routing over two
 # replicas sends each prefix to one replica by construction (perfect affinity by
 # accident): K=3 or 5 shows what round-robin does to a workload it is not aligned with.
@@ -61,7 +61,7 @@ base_url = "$r2/v1"
 model = "m"
 backends = ["replica-1", "replica-2"]
 policy = "$policy"
-load_factor = ${LOAD_FACTOR:-1.5}
+load_factor = ${LOAD_FACTOR:-2.0}
 TOML
   start gateway 0 "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --no-access-log
   local gw=$url

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
 
 #include <xxhash.h>
 
@@ -77,7 +78,8 @@ class LatencyPolicy : public RoutePolicy {
 
 class PrefixAffinityPolicy : public RoutePolicy {
  public:
-  PrefixAffinityPolicy(size_t num_backends, double load_factor, int virtual_nodes) : load_factor_(load_factor) {
+  PrefixAffinityPolicy(size_t num_backends, double load_factor, int virtual_nodes)
+      : load_factor_(load_factor), owned_(num_backends, 0) {
     for (size_t b = 0; b < num_backends; ++b) {
       for (int v = 0; v < virtual_nodes; ++v) {
         const uint64_t key[2] = {b, static_cast<uint64_t>(v)};
@@ -88,22 +90,14 @@ class PrefixAffinityPolicy : public RoutePolicy {
   }
 
   std::vector<size_t> Order(const std::vector<CandidateState>& c, const PolicyInput& in) override {
-    std::vector<size_t> walk;  // distinct available backends, clockwise from the prefix's point
-    if (ring_.empty()) return walk;
-    const size_t start = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(in.prefix_hash, size_t{0})) -
-                         ring_.begin();
-    std::vector<bool> seen(c.size(), false);
-    for (size_t k = 0; k < ring_.size() && walk.size() < c.size(); ++k) {
-      const size_t b = ring_[(start + k) % ring_.size()].second;
-      if (b >= c.size() || seen[b]) continue;
-      seen[b] = true;
-      if (c[b].available) walk.push_back(b);
-    }
+    std::vector<size_t> walk = Walk(c, in.prefix_hash);
     if (walk.empty()) return walk;
+    const auto home = std::find(walk.begin(), walk.end(), Home(c, walk, in.prefix_hash));
+    std::rotate(walk.begin(), home, home + 1);
     int64_t total = 0;
     for (size_t b : walk) total += c[b].outstanding;
     const double capacity = std::ceil(load_factor_ * static_cast<double>(total + 1) / static_cast<double>(walk.size()));
-    // The first on the ring with room goes first; the others keep their ring order.
+    // The home, if it has room; else the next on the ring with room. The others keep their order.
     for (size_t k = 0; k < walk.size(); ++k) {
       if (static_cast<double>(c[walk[k]].outstanding + 1) <= capacity) {
         std::rotate(walk.begin(), walk.begin() + static_cast<long>(k), walk.begin() + static_cast<long>(k) + 1);
@@ -114,8 +108,56 @@ class PrefixAffinityPolicy : public RoutePolicy {
   }
 
  private:
+  // Distinct available backends, clockwise from the prefix's point on the ring.
+  std::vector<size_t> Walk(const std::vector<CandidateState>& c, uint64_t hash) const {
+    std::vector<size_t> walk;
+    if (ring_.empty()) return walk;
+    const size_t start = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(hash, size_t{0})) - ring_.begin();
+    std::vector<bool> seen(c.size(), false);
+    for (size_t k = 0; k < ring_.size() && walk.size() < c.size(); ++k) {
+      const size_t b = ring_[(start + k) % ring_.size()].second;
+      if (b >= c.size() || seen[b]) continue;
+      seen[b] = true;
+      if (c[b].available) walk.push_back(b);
+    }
+    return walk;
+  }
+
+  // The prefix's replica: the one it was given when first seen (while available),
+  // else the less loaded of the first two on its walk (fewer prefixes owned, then
+  // fewer in flight): with few prefixes, hashing alone puts three of four on one
+  // replica half the time; two choices keep them even (Azar et al. 1999).
+  size_t Home(const std::vector<CandidateState>& c, const std::vector<size_t>& walk, uint64_t hash) {
+    auto it = owner_.find(hash);
+    if (it != owner_.end() && it->second < c.size() && c[it->second].available) return it->second;
+    size_t home = walk[0];
+    if (walk.size() > 1) {
+      const size_t other = walk[1];
+      if (owned_[other] < owned_[home] ||
+          (owned_[other] == owned_[home] && c[other].outstanding < c[home].outstanding)) {
+        home = other;
+      }
+    }
+    if (it != owner_.end()) {
+      if (it->second < owned_.size()) --owned_[it->second];
+      it->second = home;
+    } else {
+      if (owner_.size() >= kMaxPrefixes) {  // bounded memory: start over (homes are found again as prefixes recur)
+        owner_.clear();
+        std::fill(owned_.begin(), owned_.end(), 0);
+      }
+      owner_.emplace(hash, home);
+    }
+    ++owned_[home];
+    return home;
+  }
+
+  static constexpr size_t kMaxPrefixes = 1 << 16;
+
   double load_factor_;
   std::vector<std::pair<uint64_t, size_t>> ring_;  // (point, backend), sorted
+  std::unordered_map<uint64_t, size_t> owner_;     // prefix hash -> its replica
+  std::vector<int64_t> owned_;                     // prefixes owned per backend
 };
 
 }  // namespace

@@ -8,15 +8,19 @@
 //                      one does, so a backend that got faster is noticed
 //   prefix-affinity    requests whose prompts share a leading prefix go to the
 //                      same replica (its prefix cache then hits): consistent
-//                      hashing on a ring of virtual nodes, with bounded load
-//                      (Mirrokni, Thorup, Zadimoghaddam 2018): a replica already
-//                      holding more than ceil(c * (in flight + 1) / n) requests
-//                      is passed over for the next one on the ring, so one hot
-//                      prefix cannot swamp a replica
+//                      hashing on a ring of virtual nodes, a new prefix taking
+//                      the less loaded of its first two replicas on the ring and
+//                      keeping it (two choices: few prefixes still spread
+//                      evenly), with bounded load (Mirrokni, Thorup,
+//                      Zadimoghaddam 2018): a replica already holding more than
+//                      ceil(c * (in flight + 1) / n) requests is passed over for
+//                      the next one on the ring, so one hot prefix cannot swamp
+//                      a replica
 //
 // Only available backends (breaker closed, or a half-open probe) are ordered;
-// the route tries them in this order until one answers. Pure: state and chance
-// come in as arguments; not thread-safe (the route holds a lock).
+// the route tries them in this order until one answers. Pure: the backends'
+// state and chance come in as arguments (a policy keeps only its own: a
+// rotation counter, the prefixes' replicas); not thread-safe (the route holds a lock).
 #pragma once
 
 #include <cstdint>
@@ -46,7 +50,7 @@ const char* PolicyName(PolicyKind kind);
 
 struct RoutePolicyOptions {
   double explore = 0.1;        // latency: the chance of trying a random backend first
-  double load_factor = 1.5;    // prefix-affinity: c of the bounded load (a spill recomputes a whole prefix: not too eager)
+  double load_factor = 2.0;    // prefix-affinity: c of the bounded load (a spill recomputes a whole prefix: not eager)
   int virtual_nodes = 64;      // prefix-affinity: points per backend on the ring
 };
 

@@ -74,6 +74,24 @@ TEST(RoutePolicyTest, PrefixAffinityIsStickySpreadsPrefixesAndBoundsTheLoad) {
   EXPECT_NE(p->Order(idle, {.prefix_hash = h})[0], home);
 }
 
+TEST(RoutePolicyTest, PrefixAffinityKeepsFewPrefixesEven) {
+  // Four prefixes on two replicas: hashing alone puts three or four on one of them
+  // most of the time; the two choices give two each, whatever the hashes.
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    auto p = RoutePolicy::Make(PolicyKind::kPrefixAffinity, 2);
+    std::vector<CandidateState> idle(2);
+    std::map<size_t, int> homes;
+    for (uint64_t prefix = 0; prefix < 4; ++prefix) {
+      const uint64_t h = (seed * 4 + prefix + 1) * 0x9e3779b97f4a7c15ull;
+      const size_t home = p->Order(idle, {.prefix_hash = h})[0];
+      ++homes[home];
+      for (int again = 0; again < 3; ++again) EXPECT_EQ(p->Order(idle, {.prefix_hash = h})[0], home) << "sticky";
+    }
+    EXPECT_EQ(homes[0], 2) << "seed " << seed;
+    EXPECT_EQ(homes[1], 2) << "seed " << seed;
+  }
+}
+
 TEST(RoutePolicyTest, NamesParse) {
   for (const char* name : {"fallback", "round-robin", "least-outstanding", "latency", "prefix-affinity"}) {
     StatusOr<PolicyKind> k = ParsePolicyKind(name);

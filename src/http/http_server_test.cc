@@ -5,6 +5,9 @@
 
 #include <array>
 #include <cstdio>
+#include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace tachyon {
@@ -43,6 +46,11 @@ class HttpServerTest : public ::testing::Test {
       w->Respond(200, "text/plain", "hello " + r.method);
     } else if (r.target == "/echo") {
       w->Respond(200, "application/json", r.body + " " + r.headers.at("x-test"));
+    } else if (r.target == "/pending") {
+      // Never answered: the test sees whether a client that leaves is noticed.
+      w->OnClose([this] { ++closed_pending_; });
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back(w);
     } else if (r.target == "/stream") {
       // Written from another thread, as the engine does.
       w->StartStream(200, "text/event-stream");
@@ -61,6 +69,9 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::string base_;
   std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<ResponseWriter>> pending_;
+  std::atomic<int> closed_pending_{0};
 };
 
 TEST_F(HttpServerTest, RespondsAndKeepsConnectionsAlive) {
@@ -85,6 +96,39 @@ TEST_F(HttpServerTest, OversizedBodiesGet413) {
   std::string out = Curl("-i -X POST --data '" + big + "' " + base_ + "/echo");
   EXPECT_NE(out.find("HTTP/1.1 413"), std::string::npos) << out.substr(0, 200);
   EXPECT_NE(out.find("larger than the limit of 1024 bytes"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, AClientLeavingAPendingAnswerIsNoticedAtOnce) {
+  // Not streaming and nothing written yet: only the watch on the socket can see it.
+  Curl("--max-time 0.2 " + base_ + "/pending");
+  for (int i = 0; i < 200 && closed_pending_.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(closed_pending_.load(), 1);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ASSERT_EQ(pending_.size(), 1u);
+  EXPECT_TRUE(pending_[0]->closed());
+}
+
+TEST(HttpServerThreadsTest, SeveralIoThreadsServeConcurrentConnections) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  auto server = HttpServer::Start({.port = 0, .num_io_threads = 3},
+                                  [&](HttpRequest r, std::shared_ptr<ResponseWriter> w) {
+                                    {
+                                      std::lock_guard<std::mutex> lock(mutex);
+                                      threads.insert(std::this_thread::get_id());
+                                    }
+                                    w->Respond(200, "text/plain", r.target);
+                                  });
+  ASSERT_TRUE(server.ok());
+  const std::string base = "http://127.0.0.1:" + std::to_string((*server)->port());
+  std::vector<std::thread> clients;
+  std::vector<std::string> outs(9);
+  for (int i = 0; i < 9; ++i) clients.emplace_back([&, i] { outs[i] = Curl(base + "/n" + std::to_string(i)); });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(outs[i], "/n" + std::to_string(i));
+  EXPECT_EQ(threads.size(), 3u) << "connections are handed to the I/O threads in turn";
+  (*server)->Stop(1);
 }
 
 TEST(HttpServerStartTest, BadAddressesAreErrors) {

@@ -21,21 +21,9 @@ mock=build/release/tests/support/mock_upstream
 RATE=${RATE:-200}
 work=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+source scripts/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
 
-start() {  # name command...: sets $url and ${name}_pid
-  local name=$1
-  shift
-  "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  for _ in $(seq 200); do
-    url=$(sed -n 's/^listening on //p' "$work/$name.out" | head -1)
-    [ -n "$url" ] && return 0
-    sleep 0.05
-  done
-  echo "$name did not start"; cat "$work/$name.err"; exit 1
-}
 backend() {  # name url extra-lines
   printf '[[backend]]\nname = "%s"\nkind = "openai"\nbase_url = "%s/v1"\n%s\n' "$1" "$2" "${3:-}"
 }
@@ -54,12 +42,12 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; tachyon 
 
 echo
 echo "## 1. an upstream killed mid-run ($RATE streaming requests/s for 8 s, a killed after 3 s)"
-start a "$mock" --port 0 --gap-ms 5
+start a -- "$mock" --port 0 --gap-ms 5
 a=$url
-start b "$mock" --port 0 --gap-ms 5
+start b -- "$mock" --port 0 --gap-ms 5
 b=$url
 { backend a "$a"; backend b "$b"; printf '[[route]]\nmodel = "m"\nbackends = ["a", "b"]\n'; } >"$work/1.toml"
-start gw1 "$tachyon" serve --config "$work/1.toml" --port 0 --no-access-log
+start gw1 -- "$tachyon" serve --config "$work/1.toml" --port 0 --no-access-log
 gw=$url
 (sleep 3; kill -9 "$a_pid" 2>/dev/null) &
 "$tachyon" bench --url "$gw" --model m --input-len 16 --output-len 16 --request-rate "$RATE" --num-requests $((RATE * 8)) \
@@ -70,11 +58,11 @@ echo "a's breaker: $(metric "$gw" 'tachyon:backend_breaker_state{backend="a"}') 
 
 echo
 echo "## 2. an upstream that never answers (first_byte_timeout 0.5 s, breaker after 5 failures)"
-start stuck "$mock" --port 0 --hang
+start stuck -- "$mock" --port 0 --hang
 stuck=$url
 { backend stuck "$stuck" "first_byte_timeout = 0.5
 breaker_cooldown = 60"; backend b "$b"; printf '[[route]]\nmodel = "m"\nbackends = ["stuck", "b"]\n'; } >"$work/2.toml"
-start gw2 "$tachyon" serve --config "$work/2.toml" --port 0 --no-access-log
+start gw2 -- "$tachyon" serve --config "$work/2.toml" --port 0 --no-access-log
 gw=$url
 "$tachyon" bench --url "$gw" --model m --input-len 16 --output-len 16 --concurrency 1 --num-requests 20 \
   --no-progress --out "$work/2.json" >/dev/null 2>&1 || true
@@ -88,16 +76,16 @@ echo "stuck's breaker: $(metric "$gw" 'tachyon:backend_breaker_state{backend="st
 
 echo
 echo "## 3. an upstream answering 500, then replaced by a healthy one (breaker_cooldown 1 s)"
-start flaky "$mock" --port 0 --status 500
+start flaky -- "$mock" --port 0 --status 500
 flaky=$url
 flaky_port=${flaky##*:}
 { backend flaky "$flaky" "breaker_cooldown = 1"; backend b "$b"; printf '[[route]]\nmodel = "m"\nbackends = ["flaky", "b"]\n'; } >"$work/3.toml"
-start gw3 "$tachyon" serve --config "$work/3.toml" --port 0 --no-access-log
+start gw3 -- "$tachyon" serve --config "$work/3.toml" --port 0 --no-access-log
 gw=$url
 for i in $(seq 8); do curl -s -o /dev/null "$gw/v1/completions" -d '{"model":"m","prompt":"x"}'; done
 echo "after 8 requests: flaky's breaker $(metric "$gw" 'tachyon:backend_breaker_state{backend="flaky"}') (1 = open), its 5xx $(metric "$gw" 'tachyon:backend_errors_total{backend="flaky",kind="upstream_5xx"}'), answered by b: $(curl -s -D - -o /dev/null "$gw/v1/completions" -d '{"model":"m","prompt":"x"}' | sed -n 's/^x-tachyon-backend: //p' | tr -d '\r')"
 kill "$flaky_pid" 2>/dev/null; wait "$flaky_pid" 2>/dev/null || true
-start healthy "$mock" --port "$flaky_port"
+start healthy -- "$mock" --port "$flaky_port"
 sleep 1.1
 who=$(curl -s -D - -o /dev/null "$gw/v1/completions" -d '{"model":"m","prompt":"x"}' | sed -n 's/^x-tachyon-backend: //p' | tr -d '\r')
 echo "after the cool-down, the probe went to: $who; flaky's breaker $(metric "$gw" 'tachyon:backend_breaker_state{backend="flaky"}') (0 = closed)"

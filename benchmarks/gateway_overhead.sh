@@ -27,23 +27,11 @@ RATE=${RATE:-500} SECONDS_PER_RUN=${SECONDS_PER_RUN:-10} PAIRS=${PAIRS:-3}
 SWEEP=${SWEEP:-"1000 2000 3000 4000"}
 work=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+source scripts/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
 
-start() {  # name cpu command...: sets $url from the "listening on" line
-  local name=$1 cpu=$2
-  shift 2
-  taskset -c "$cpu" "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  for _ in $(seq 200); do
-    url=$(sed -n 's/^listening on //p' "$work/$name.out" | head -1)
-    [ -n "$url" ] && return 0
-    sleep 0.05
-  done
-  echo "$name did not start"; cat "$work/$name.err"; exit 1
-}
 
-start upstream 0 "$mock" --port 0
+start upstream 0 -- "$mock" --port 0
 upstream=$url
 cat >"$work/gateway.toml" <<TOML
 [[backend]]
@@ -55,7 +43,7 @@ pool_size = 1024
 model = "m"
 backends = ["mock"]
 TOML
-start gateway 0 "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
+start gateway 0 -- "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
 gateway=$url
 
 bench() {  # url out extra-flags...

@@ -19,21 +19,9 @@ PAIRS=${PAIRS:-2} K=${K:-4} P=${P:-1000} S=${S:-50} N=${N:-64} C=${C:-8} O=${O:-
 [ -f "$model" ] || "$tachyon" model gen --shape tiny --type q8_0 --seed 1 --out "$model" >/dev/null
 work=$(mktemp -d)
 pids=()
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
-trap 'stop_all; rm -rf "$work"' EXIT
+source scripts/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
 
-start() {  # name cpu command...: sets $url
-  local name=$1 cpu=$2
-  shift 2
-  taskset -c "$cpu" "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  for _ in $(seq 600); do
-    url=$(sed -n 's/^listening on //p' "$work/$name.out" | head -1)
-    [ -n "$url" ] && return 0
-    sleep 0.05
-  done
-  echo "$name did not start"; cat "$work/$name.err"; exit 1
-}
 
 metric() {  # url name: the value of an unlabelled-looking series (first match)
   curl -s "$1/metrics" | awk -v n="$2" 'index($0, n "{") == 1 { print $2; exit }'
@@ -42,10 +30,10 @@ metric() {  # url name: the value of an unlabelled-looking series (first match)
 run() {  # policy label
   local policy=$1 label=$2
   local max_len=$((P + S + O + 64))
-  start r1 0 "$tachyon" serve --model "$model" --port 0 --threads 1 --max-model-len "$max_len" --max-num-seqs 16 --served-model-name m \
+  start r1 0 -- "$tachyon" serve --model "$model" --port 0 --threads 1 --max-model-len "$max_len" --max-num-seqs 16 --served-model-name m \
     --no-access-log
   local r1=$url
-  start r2 1 "$tachyon" serve --model "$model" --port 0 --threads 1 --max-model-len "$max_len" --max-num-seqs 16 --served-model-name m \
+  start r2 1 -- "$tachyon" serve --model "$model" --port 0 --threads 1 --max-model-len "$max_len" --max-num-seqs 16 --served-model-name m \
     --no-access-log
   local r2=$url
   cat >"$work/gateway.toml" <<TOML
@@ -63,7 +51,7 @@ backends = ["replica-1", "replica-2"]
 policy = "$policy"
 load_factor = ${LOAD_FACTOR:-2.0}
 TOML
-  start gateway 0 "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --no-access-log
+  start gateway 0 -- "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --no-access-log
   local gw=$url
   "$tachyon" bench --url "$gw" --model m --workload shared-prefix --num-prefixes "$K" --prefix-len "$P" \
     --input-len "$S" --output-len "$O" --num-requests "$N" --concurrency "$C" --ignore-eos --tokenizer "$model" \
@@ -82,7 +70,7 @@ print(f"| {sys.argv[2]} | {s['num_ok']}/{s['num_requests']} | {100 * (h1 + h2) /
       f"({100 * h1 / max(1, q1):.0f}% / {100 * h2 / max(1, q2):.0f}%) | {c1 + c2:.0f} ({c1:.0f} / {c2:.0f}) | "
       f"{s['ttft']['p50_ms']:.0f} | {s['ttft']['p95_ms']:.0f} | {s['e2e']['p95_ms']:.0f} | {s['request_throughput']:.2f} |")
 PY
-  stop_all
+  stop_servers
 }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; tachyon $(git rev-parse --short HEAD); model $model"

@@ -6,48 +6,16 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 
 #include "model/model_gen.h"
+#include "tests/support/backend_recorder.h"
 
 namespace tachyon {
 namespace {
 
-class Collector : public BackendSink {
- public:
-  void OnChunk(BackendChunk chunk) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    chunks.push_back(std::move(chunk));
-  }
-  void OnDone(BackendResult r) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    result = std::move(r);
-    done = true;
-    cv_.notify_all();
-  }
-  bool Wait(double seconds = 30) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
-  }
-  size_t num_chunks() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return chunks.size();
-  }
-  std::string Text() {
-    std::string t;
-    for (const auto& c : chunks) t += c.text;
-    return t;
-  }
-  std::vector<BackendChunk> chunks;
-  BackendResult result;
-  bool done = false;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-};
+using Collector = testing::BackendRecorder;
 
 BackendRequest Completion(const std::string& body) {
   auto parsed = ParseCompletionRequest(body, Endpoint::kCompletions);

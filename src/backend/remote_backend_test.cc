@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <mutex>
 
+#include "tests/support/backend_recorder.h"
 #include "tests/support/upstream_server.h"
 
 namespace tachyon {
@@ -14,36 +14,7 @@ namespace {
 using testing::UpstreamServer;
 
 // Collects a call's output; Wait() blocks until OnDone.
-class Collector : public BackendSink {
- public:
-  void OnChunk(BackendChunk chunk) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    chunks.push_back(std::move(chunk));
-    times.push_back(std::chrono::steady_clock::now());
-  }
-  void OnDone(BackendResult r) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    result = std::move(r);
-    done = true;
-    cv_.notify_all();
-  }
-  size_t num_chunks() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return chunks.size();
-  }
-  bool Wait(double seconds = 10) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
-  }
-  std::vector<BackendChunk> chunks;
-  std::vector<std::chrono::steady_clock::time_point> times;
-  BackendResult result;
-  bool done = false;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-};
+using Collector = testing::BackendRecorder;
 
 BackendRequest Chat(const std::string& body) {
   auto parsed = ParseCompletionRequest(body, Endpoint::kChatCompletions);

@@ -238,7 +238,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         if (result.kind == BackendResult::Kind::kOk) {
           s.success->Add();
           s.e2e->Observe(info_.e2e_seconds);
-          if (attempt_ > 0 || plan_[0] != 0) route_->fallbacks().Add();
+          // Another backend than the policy's first choice, or (fallback policy) than the first configured one.
+          if (attempt_ > 0 || (route_->config().policy == PolicyKind::kFallback && plan_[0] != 0)) {
+            route_->fallbacks().Add();
+          }
         } else {
           route_->error(info_.backend, result.error_kind.empty() ? "error" : result.error_kind).Add();
         }
@@ -311,12 +314,15 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       if (finished_ || attempt != current_) return;  // cancelled while it waited for a worker
     }
     CancelFn cancel = backend.Start(request_, std::make_shared<AttemptSink>(shared_from_this(), attempt));
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (current_ == attempt && !finished_) {
-      cancel_ = std::move(cancel);
-    } else if (cancelled_ && current_ == attempt) {
-      cancel();  // cancelled while Start ran
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (current_ == attempt && !finished_) {
+        cancel_ = std::move(cancel);
+        return;
+      }
+      if (!cancelled_ || current_ != attempt) return;  // it ended while Start ran
     }
+    cancel();  // cancelled while Start ran
   }
 
   BackendResult NoBackend() const {

@@ -182,7 +182,7 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
                    .id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(n),
                    .created = UnixNow(),
                    .request_id = request_id,
-                   .tenant = options_.api_key.empty() ? "" : "key",
+                   .tenant = "",  // one API key (or none) is one tenant; per-key tenants come with several keys
                    .arrival = arrival};
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));

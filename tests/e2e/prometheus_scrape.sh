@@ -13,24 +13,11 @@ mock=$2
 command -v prometheus >/dev/null && command -v promtool >/dev/null || { echo "prometheus is not installed"; exit 77; }
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source "$(dirname "$0")/../../scripts/servers.sh"
+trap 'stop_servers; rm -rf "$work"' EXIT
 
-# Starts a program whose first stdout line is "listening on http://HOST:PORT"; sets $url.
-start() {
-  local out=$work/$1.out
-  shift
-  "$@" >"$out" 2>"$out.err" &
-  pids+=($!)
-  for _ in $(seq 100); do
-    url=$(sed -n 's/^listening on //p' "$out" | head -1)
-    [ -n "$url" ] && return 0
-    sleep 0.05
-  done
-  echo "no 'listening on' line from $*"; cat "$out.err"; exit 1
-}
 
-start upstream "$mock" --port 0 --gap-ms 2
+start upstream -- "$mock" --port 0 --gap-ms 2
 upstream=$url
 cat >"$work/tachyon.toml" <<TOML
 [[backend]]
@@ -41,7 +28,7 @@ base_url = "$upstream/v1"
 model = "chat"
 backends = ["mock"]
 TOML
-start gateway "$tachyon" serve --config "$work/tachyon.toml" --port 0 --no-access-log
+start gateway -- "$tachyon" serve --config "$work/tachyon.toml" --port 0 --no-access-log
 gateway=$url
 
 # Prometheus on a free port (a few tries), scraping every second.

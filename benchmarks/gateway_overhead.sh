@@ -15,7 +15,10 @@
 #  2. the same at higher rates, once each: the highest rate whose added TTFT p99
 #     stays under 1 ms;
 #  3. small non-streaming requests (max_tokens 2) in a closed loop at concurrency
-#     64: requests/s through the gateway on its one core, and the gateway's CPU share.
+#     64: requests/s through the gateway on its one core, and the gateway's CPU share;
+#  4. no buffering: an upstream that sends 20 chunks 20 ms apart, 50 requests one
+#     at a time, directly and through the gateway: how far each gap the client
+#     sees is from 20 ms (p50, p99, max).
 #
 #   benchmarks/gateway_overhead.sh            (after a release build)
 #   RATE=500 SECONDS_PER_RUN=10 PAIRS=3 SWEEP="1000 2000 3000 4000" benchmarks/gateway_overhead.sh
@@ -45,6 +48,11 @@ backends = ["mock"]
 TOML
 start gateway 0 -- "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
 gateway=$url
+start paced 0 -- "$mock" --port 0 --gap-ms 20
+paced=$url
+sed "s|$upstream|$paced|" "$work/gateway.toml" >"$work/paced.toml"
+start paced_gateway 0 -- "$tachyon" serve --config "$work/paced.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
+paced_gateway=$url
 
 bench() {  # url out extra-flags...
   local target=$1 out=$2
@@ -112,4 +120,18 @@ print(f"through the gateway: {b['summary']['request_throughput']:.0f} requests/s
       f"({b['summary']['num_ok']} ok), E2E p50 {b['summary']['e2e']['p50_ms']:.2f} ms, p99 {b['summary']['e2e']['p99_ms']:.2f} ms; "
       f"gateway CPU {100 * ticks / 100 / (ns / 1e9):.0f}% of its core; the client {100 * b['info']['client_cpu_share']:.0f}% of its")
 print(f"direct: {a['summary']['request_throughput']:.0f} requests/s, E2E p50 {a['summary']['e2e']['p50_ms']:.2f} ms")
+PY
+
+echo
+echo "## 4. 20 chunks 20 ms apart, 50 requests one at a time: |gap - 20 ms| as the client sees it"
+OUTPUT_LEN=20 bench "$paced" "$work/pa.json" --concurrency 1 --num-requests 50
+OUTPUT_LEN=20 bench "$paced_gateway" "$work/pb.json" --concurrency 1 --num-requests 50
+python3 - "$work/pa.json" "$work/pb.json" <<'PY'
+import json, sys
+for label, path in (("direct", sys.argv[1]), ("through the gateway", sys.argv[2])):
+    records = json.load(open(path))["records"]
+    dev = sorted(abs((c[i] - c[i - 1]) * 1e3 - 20) for r in records for c in [r["chunks_s"]] for i in range(1, len(c)))
+    chunks = sorted(len(r["chunks_s"]) for r in records)
+    print(f"{label}: {len(dev)} gaps, chunks per request {chunks[0]}..{chunks[-1]}; |gap - 20 ms| p50 "
+          f"{dev[len(dev) // 2]:.3f} ms, p99 {dev[int(len(dev) * 0.99)]:.3f} ms, max {dev[-1]:.3f} ms")
 PY

@@ -227,21 +227,30 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
   const CompletionRequest& r = *request.request;
   LoopClient* loop_client = ClientFor(CurrentEventLoop());
   if (loop_client == nullptr) {
-    BackendResult refused{.kind = BackendResult::Kind::kFailed, .http_status = 503,
-                          .error = {503, "backend '" + options_.name + "' is shut down", "service_unavailable", "",
-                                    "shutting_down"},
-                          .error_kind = "shutting_down"};
+    BackendResult refused;
+    refused.kind = BackendResult::Kind::kFailed;
+    refused.http_status = 503;
+    refused.error = ApiError{503, "backend '" + options_.name + "' is shut down", "service_unavailable", "",
+                             "shutting_down"};
+    refused.error_kind = "shutting_down";
     sink->OnDone(std::move(refused));
     return [] {};
   }
-  nlohmann::json body = r.body;
-  if (!options_.upstream_model.empty()) body["model"] = options_.upstream_model;
+  // The client's body as it is; a copy only when the model name changes.
+  std::string body;
+  if (options_.upstream_model.empty()) {
+    body = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    nlohmann::json renamed = r.body;
+    renamed["model"] = options_.upstream_model;
+    body = renamed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   HttpClientRequest up{.method = "POST",
                        .host = url_.host,
                        .port = url_.port,
                        .target = url_.path + (r.endpoint == Endpoint::kChatCompletions ? "/chat/completions"
                                                                                         : "/completions"),
-                       .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       .body = std::move(body),
                        .timeout_seconds = options_.total_timeout_seconds,
                        .connect_timeout_seconds = options_.connect_timeout_seconds,
                        .first_byte_timeout_seconds = options_.first_byte_timeout_seconds,

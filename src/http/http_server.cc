@@ -156,10 +156,11 @@ std::string Header(int status, const std::string& content_type, const HttpHeader
   return out + extra + "\r\n";
 }
 
-std::string ChunkOf(const std::string& data) {
+// Appends one chunk of the chunked transfer coding.
+void AppendChunk(const std::string& data, std::string* out) {
   char size[32];
-  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-  return size + data + "\r\n";
+  const int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  out->append(size, static_cast<size_t>(n)).append(data).append("\r\n");
 }
 
 }  // namespace
@@ -281,7 +282,7 @@ struct HttpServer::Impl {
             break;
           case Event::kWrite:
             if (e.data.empty()) continue;  // an empty chunk would end the stream
-            bytes += ChunkOf(e.data);
+            AppendChunk(e.data, &bytes);
             break;
           case Event::kEnd:
             bytes += "0\r\n\r\n";

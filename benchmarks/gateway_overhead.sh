@@ -48,11 +48,6 @@ backends = ["mock"]
 TOML
 start gateway 0 -- "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
 gateway=$url
-start paced 0 -- "$mock" --port 0 --gap-ms 20
-paced=$url
-sed "s|$upstream|$paced|" "$work/gateway.toml" >"$work/paced.toml"
-start paced_gateway 0 -- "$tachyon" serve --config "$work/paced.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
-paced_gateway=$url
 
 bench() {  # url out extra-flags...
   local target=$1 out=$2
@@ -124,6 +119,12 @@ PY
 
 echo
 echo "## 4. 20 chunks 20 ms apart, 50 requests one at a time: |gap - 20 ms| as the client sees it"
+kill "$gateway_pid" "$upstream_pid" 2>/dev/null || true
+start paced 0 -- "$mock" --port 0 --gap-ms 20
+paced=$url
+sed "s|$upstream|$paced|" "$work/gateway.toml" >"$work/paced.toml"
+start paced_gateway 0 -- "$tachyon" serve --config "$work/paced.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
+paced_gateway=$url
 OUTPUT_LEN=20 bench "$paced" "$work/pa.json" --concurrency 1 --num-requests 50
 OUTPUT_LEN=20 bench "$paced_gateway" "$work/pb.json" --concurrency 1 --num-requests 50
 python3 - "$work/pa.json" "$work/pb.json" <<'PY'

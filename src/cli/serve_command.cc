@@ -52,6 +52,7 @@ struct ServeFlags {
   CLI::Option* body_option = nullptr;
   CLI::Option* io_option = nullptr;
   CLI::Option* workers_option = nullptr;
+  std::vector<CLI::Option*> engine_options;  // --model's engine flags (a config sets them per backend)
 };
 
 int Fail(const std::string& message) {
@@ -142,6 +143,12 @@ int Run(const ServeFlags& flags) {
   std::optional<GatewayConfig> config;
   if (!flags.config.empty()) {
     if (!flags.model.empty()) return Fail("--model and --config are exclusive: a config names its models");
+    for (const CLI::Option* o : flags.engine_options) {
+      if (o->count() > 0) {
+        return Fail(o->get_name() + " is an engine flag of --model; with --config, set it in the [[backend]] "
+                    "table (docs/gateway.md)");
+      }
+    }
     StatusOr<GatewayConfig> loaded = LoadGatewayConfig(flags.config);
     if (!loaded.ok()) return Fail(loaded.status().message());
     config = std::move(loaded).value();
@@ -218,33 +225,41 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                "/health, /metrics): one local model from --model (with none, a built-in random-weight demo model), "
                "or the backends and routes of --config FILE.toml (local engines and OpenAI-compatible upstreams)");
   cmd->add_option("--config", flags->config,
-                  "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it");
+                  "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it. "
+                  "The engine flags below (--served-model-name to --request-timeout but --max-body-bytes) are "
+                  "--model's: a config sets them per [[backend]]");
   cmd->add_option("--model", flags->model, "GGUF model to serve (default: the built-in demo model)");
   flags->host_option = cmd->add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   flags->port_option = cmd->add_option("--port", flags->port, "Port to listen on (0: any free port)")->capture_default_str();
   flags->api_key_option = cmd->add_option("--api-key", flags->api_key, "Require Authorization: Bearer KEY");
-  cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)");
-  cmd->add_option("--chat-template", flags->chat_template,
+  flags->engine_options.push_back(
+      cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)"));
+  flags->engine_options.push_back(cmd->add_option("--chat-template", flags->chat_template,
                   "Chat template family instead of the model's (chatml, llama3, llama2, mistral, mistral-v7, phi3, "
-                  "gemma, deepseek, deepseek3, zephyr)");
-  cmd->add_option("--threads", flags->threads, "Compute threads")->capture_default_str();
-  cmd->add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
-  cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
-                  "Bytes of KV cache (default: max-num-seqs full-length sequences, at most 2 GiB)");
-  cmd->add_option("--max-model-len", flags->max_model_len,
-                  "Maximum prompt + completion tokens (default: the model's context, at most 4096)");
-  cmd->add_option("--max-num-seqs", flags->max_num_seqs, "Sequences running at once")->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens, "Tokens computed per step")
-      ->capture_default_str();
-  cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching");
-  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16, f32 or q8_0")
-      ->capture_default_str();
+                  "gemma, deepseek, deepseek3, zephyr)"));
+  flags->engine_options.push_back(
+      cmd->add_option("--threads", flags->threads, "Compute threads")->capture_default_str());
+  flags->engine_options.push_back(
+      cmd->add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str());
+  flags->engine_options.push_back(cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
+                  "Bytes of KV cache (default: max-num-seqs full-length sequences, at most 2 GiB)"));
+  flags->engine_options.push_back(cmd->add_option("--max-model-len", flags->max_model_len,
+                  "Maximum prompt + completion tokens (default: the model's context, at most 4096)"));
+  flags->engine_options.push_back(
+      cmd->add_option("--max-num-seqs", flags->max_num_seqs, "Sequences running at once")->capture_default_str());
+  flags->engine_options.push_back(cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens, "Tokens computed per step")
+      ->capture_default_str());
+  flags->engine_options.push_back(
+      cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching"));
+  flags->engine_options.push_back(cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16, f32 or q8_0")
+      ->capture_default_str());
   flags->body_option =
       cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
-  cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str();
-  cmd->add_option("--request-timeout", flags->request_timeout,
+  flags->engine_options.push_back(
+      cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str());
+  flags->engine_options.push_back(cmd->add_option("--request-timeout", flags->request_timeout,
                   "Seconds a request may take, queued or running, before it ends with a 504 (0: no limit)")
-      ->capture_default_str();
+      ->capture_default_str());
   cmd->add_option("--shutdown-grace", flags->grace_seconds, "Seconds open responses get on SIGINT/SIGTERM")
       ->capture_default_str();
   flags->io_option = cmd->add_option("--io-threads", flags->io_threads, "Threads reading and writing connections")

@@ -201,6 +201,12 @@ TEST_F(GatewayE2eTest, ConfigErrorsNameTheFileLineAndKey) {
   EXPECT_NE(run.err.find(config + ":3: backend #1: key 'kind'"), std::string::npos) << run.err;
   CommandResult both = RunTachyon("serve --config " + config + " --model x.gguf --port 0");
   EXPECT_NE(both.err.find("exclusive"), std::string::npos);
+  const std::string good = WriteConfig("good.toml", "[[backend]]\nname = \"a\"\nkind = \"openai\"\n"
+                                                    "base_url = \"http://127.0.0.1:1/v1\"\n"
+                                                    "[[route]]\nmodel = \"m\"\nbackends = [\"a\"]\n");
+  CommandResult engine_flag = RunTachyon("serve --config " + good + " --threads 4 --port 0");
+  EXPECT_EQ(engine_flag.exit_code, 1);
+  EXPECT_NE(engine_flag.err.find("--threads is an engine flag of --model"), std::string::npos) << engine_flag.err;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -15,8 +16,12 @@ namespace tachyon::e2e {
 class ServerProcess {
  public:
   // args: extra flags for `tachyon serve`; the port is chosen by the server (--port 0).
+  // With --config the engines' threads are the config's (the engine flags are refused then).
   explicit ServerProcess(const std::vector<std::string>& args)
-      : ServerProcess(TACHYON_BINARY, Concat({"serve", "--port", "0", "--threads", "1"}, args)) {}
+      : ServerProcess(TACHYON_BINARY, Concat(std::find(args.begin(), args.end(), "--config") == args.end()
+                                                 ? std::vector<std::string>{"serve", "--port", "0", "--threads", "1"}
+                                                 : std::vector<std::string>{"serve", "--port", "0"},
+                                             args)) {}
 
   // Any program whose first stdout line is "listening on http://HOST:PORT".
   ServerProcess(const std::string& binary, const std::vector<std::string>& args) {

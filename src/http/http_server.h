@@ -34,6 +34,7 @@ struct HttpRequest {
 // Extra response headers: (name, value), written as given.
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
+// A writer must not outlive its HttpServer (it waits on the server's loop).
 class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;

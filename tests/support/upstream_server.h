@@ -39,6 +39,10 @@ class UpstreamServer {
     if (server_) server_->Stop(0.2);
     for (auto& t : threads_) t.join();
     threads_.clear();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hung_.clear();  // a writer must not outlive its server (its timer is on the server's loop)
+    }
     server_.reset();
   }
 

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_command.h"
+#include "cli/embed_command.h"
 #include "cli/model_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tachyon::cli::AddModelCommand(app, &exit_code);
   tachyon::cli::AddTokenizeCommand(app, &exit_code);
+  tachyon::cli::AddEmbedCommand(app, &exit_code);
   tachyon::cli::AddRunCommand(app, &exit_code);
   tachyon::cli::AddServeCommand(app, &exit_code);
   std::string command_line = "tachyon";

@@ -34,7 +34,7 @@ struct GenFlags {
 };
 
 void PrintShapes() {
-  std::printf("%-12s %-6s %5s %6s %6s %4s %6s %8s  %s\n", "shape", "arch", "dim", "layers",
+  std::printf("%-12s %-10s %5s %6s %6s %4s %6s %8s  %s\n", "shape", "arch", "dim", "layers",
               "heads", "kv", "ffn", "context", "mirrors");
   for (const ModelShape& s : BuiltinModelShapes()) {
     std::printf("%-12s %-6s %5lld %6lld %6lld %4lld %6lld %8lld  %s\n", s.name.c_str(),

@@ -162,4 +162,29 @@ void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, 
   }
 }
 
+void AttendDense(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t num_keys,
+                 const AttentionShape& shape, float scale, float* out) {
+  const int head_dim = shape.head_dim;
+  const bool simd = CpuHasAvx2();
+  AttentionShape tiled = shape;
+  tiled.block_size = kDenseTile;
+  // The tiles are the sequence's rows in order: tile i starts at row i * kDenseTile.
+  std::vector<int32_t> tiles((num_keys + kDenseTile - 1) / kDenseTile);
+  for (size_t i = 0; i < tiles.size(); ++i) tiles[i] = static_cast<int32_t>(i);
+  OnlineSoftmax(
+      q, tiles.data(), num_keys, tiled, scale, out,
+      [&](int kv_head, int64_t row, const float* qh) {
+        const float* key = k + row * kv_stride + kv_head * head_dim;
+        return simd ? avx2::DotF32(key, qh, head_dim) : ref::DotF32(key, qh, head_dim);
+      },
+      [&](float* acc, float p, int kv_head, int64_t row) {
+        const float* value = v + row * kv_stride + kv_head * head_dim;
+        if (simd) {
+          avx2::AddScaledF32(acc, p, value, head_dim);
+        } else {
+          for (int d = 0; d < head_dim; ++d) acc[d] += p * value[d];
+        }
+      });
+}
+
 }  // namespace tachyon

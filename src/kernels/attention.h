@@ -38,4 +38,14 @@ struct AttentionShape {
 void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
                  const AttentionShape& shape, float scale, float* out);
 
+// Bidirectional attention for encoder models: one query token over all
+// num_keys tokens of its own sequence (callers give each sequence's rows, so a
+// batch of sequences is masked per sequence by construction), keys in tiles of
+// kDenseTile with the online softmax. Rows are strided so that Q, K and V may be
+// column slices of one fused projection: key j is k + j * kv_stride (head g at
+// g * head_dim), likewise v. q, out: [n_heads, head_dim].
+constexpr int kDenseTile = 64;
+void AttendDense(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t num_keys,
+                 const AttentionShape& shape, float scale, float* out);
+
 }  // namespace tachyon

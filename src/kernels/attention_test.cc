@@ -9,21 +9,11 @@
 namespace tachyon {
 namespace {
 
-// Paged online-softmax attention equals a dense softmax over all positions,
-// whatever the block size and the order of the blocks in memory.
-TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
-  const int n_heads = 4, n_kv_heads = 2, head_dim = 32;
-  const int64_t num_positions = 37;
+// softmax(q k^T * scale) v over all positions, in doubles; keys/values [positions, kv_dim].
+std::vector<double> DenseReference(const std::vector<float>& q, const std::vector<float>& keys,
+                                   const std::vector<float>& values, int64_t num_positions, int n_heads,
+                                   int n_kv_heads, int head_dim, float scale) {
   const int kv_dim = n_kv_heads * head_dim;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> q(n_heads * head_dim), keys(num_positions * kv_dim), values(num_positions * kv_dim);
-  for (float& x : q) x = normal(rng);
-  for (float& x : keys) x = normal(rng);
-  for (float& x : values) x = normal(rng);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-
-  // Dense reference.
   std::vector<double> expected(n_heads * head_dim, 0.0);
   for (int h = 0; h < n_heads; ++h) {
     int kvh = h / (n_heads / n_kv_heads);
@@ -42,6 +32,24 @@ TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
       }
     }
   }
+  return expected;
+}
+
+// Paged online-softmax attention equals a dense softmax over all positions,
+// whatever the block size and the order of the blocks in memory.
+TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
+  const int n_heads = 4, n_kv_heads = 2, head_dim = 32;
+  const int64_t num_positions = 37;
+  const int kv_dim = n_kv_heads * head_dim;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(n_heads * head_dim), keys(num_positions * kv_dim), values(num_positions * kv_dim);
+  for (float& x : q) x = normal(rng);
+  for (float& x : keys) x = normal(rng);
+  for (float& x : values) x = normal(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+
+  const std::vector<double> expected = DenseReference(q, keys, values, num_positions, n_heads, n_kv_heads, head_dim, scale);
 
   for (int block_size : {1, 4, 16, 64}) {
     const int64_t num_blocks = (num_positions + block_size - 1) / block_size;
@@ -82,6 +90,34 @@ TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
                 out.data());
     for (int i = 0; i < n_heads * head_dim; ++i) {
       EXPECT_NEAR(out[i], expected[i], 5e-2) << "Q8_0 cache, block size " << block_size << " element " << i;
+    }
+  }
+}
+
+// Dense (bidirectional) attention over strided rows, as a fused QKV
+// projection lays them out, equals the reference over several key tiles.
+TEST(AttentionTest, DenseAttentionOverFusedRowsEqualsReference) {
+  const int n_heads = 4, head_dim = 32, width = n_heads * head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t num_keys : {int64_t{1}, int64_t{5}, int64_t{kDenseTile}, int64_t{2 * kDenseTile + 7}}) {
+    // Rows of [q | k | v], each `width` wide.
+    std::vector<float> fused(num_keys * 3 * width);
+    for (float& x : fused) x = normal(rng) * 2.0f;
+    std::vector<float> keys(num_keys * width), values(num_keys * width);
+    for (int64_t j = 0; j < num_keys; ++j) {
+      std::copy_n(&fused[j * 3 * width + width], width, &keys[j * width]);
+      std::copy_n(&fused[j * 3 * width + 2 * width], width, &values[j * width]);
+    }
+    for (int64_t i = 0; i < num_keys; ++i) {
+      std::vector<float> q(&fused[i * 3 * width], &fused[i * 3 * width] + width), out(width);
+      AttendDense(q.data(), fused.data() + width, fused.data() + 2 * width, 3 * width, num_keys,
+                  {n_heads, n_heads, head_dim, 0}, scale, out.data());
+      const std::vector<double> expected = DenseReference(q, keys, values, num_keys, n_heads, n_heads, head_dim, scale);
+      for (int d = 0; d < width; ++d) {
+        ASSERT_NEAR(out[d], expected[d], 1e-5) << num_keys << " keys, query " << i << " element " << d;
+      }
     }
   }
 }

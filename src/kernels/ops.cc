@@ -10,6 +10,12 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   CpuHasAvx2() ? avx2::RmsNorm(x, weight, n, eps, out) : ref::RmsNorm(x, weight, n, eps, out);
 }
 
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
+  CpuHasAvx2() ? avx2::LayerNorm(x, weight, bias, n, eps, out) : ref::LayerNorm(x, weight, bias, n, eps, out);
+}
+
+void Gelu(const float* x, int64_t n, float* out) { CpuHasAvx2() ? avx2::Gelu(x, n, out) : ref::Gelu(x, n, out); }
+
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   CpuHasAvx2() ? avx2::SiluMul(gate, up, n, out) : ref::SiluMul(gate, up, n, out);
 }

@@ -4,17 +4,9 @@
 
 #include "kernels/ops.h"
 #include "kernels/ref/ops.h"
+#include "model/tensor_binding.h"
 
 namespace tachyon {
-namespace {
-
-std::string Shape(std::initializer_list<int64_t> dims) {
-  std::string out = "[";
-  for (int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
-  return out + "]";
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
@@ -32,37 +24,11 @@ StatusOr<std::unique_ptr<Model>> Model::FromFile(GgufFile file) {
 
 Status Model::BindWeights() {
   const ModelConfig& c = config_;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out) -> Status {
-    const GgufTensorInfo* t = file_.FindTensor(name);
-    if (t == nullptr) return InvalidArgumentError("tensor " + name + " is missing");
-    if (t->shape != std::vector<int64_t>{cols, rows}) {
-      return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({cols, rows}) +
-                                  ", file has " + t->ShapeString());
-    }
-    if (!IsMatMulType(t->type)) {
-      return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) +
-                                ", which Tachyon cannot compute with yet (F32, F16, BF16, Q8_0, Q4_0)");
-    }
-    *out = {t->type, t->data, rows, cols};
-    return Status::Ok();
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out) {
+    return BindMatrix(file_, name, rows, cols, out);
   };
-  auto vector = [&](const std::string& name, int64_t n, const float** out, bool optional) -> Status {
-    const GgufTensorInfo* t = file_.FindTensor(name);
-    if (t == nullptr) {
-      return optional ? Status::Ok() : InvalidArgumentError("tensor " + name + " is missing");
-    }
-    if (t->shape != std::vector<int64_t>{n}) {
-      return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({n}) + ", file has " +
-                                  t->ShapeString());
-    }
-    if (t->type != GgmlType::kF32) {
-      return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) + ", expected F32");
-    }
-    if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0) {
-      return InvalidArgumentError("tensor " + name + " is not 4-byte aligned in the file");
-    }
-    *out = reinterpret_cast<const float*>(t->data);
-    return Status::Ok();
+  auto vector = [&](const std::string& name, int64_t n, const float** out, bool optional) {
+    return BindVector(file_, name, n, out, optional);
   };
   RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
   if (file_.FindTensor("output.weight") != nullptr) {

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include "model/tensor_binding.h"
+
 namespace tachyon {
 
 StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
@@ -10,16 +12,7 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
                               "' is not supported (llama and qwen2 are)");
   }
   const std::string a = c.architecture + ".";
-  auto required = [&](const std::string& key, int64_t* out) -> Status {
-    StatusOr<uint64_t> v = file.GetUint(a + key);
-    if (!v.ok()) return v.status();
-    if (*v == 0 || *v > (1ull << 31)) {
-      return InvalidArgumentError("metadata key '" + a + key + "' = " + std::to_string(*v) +
-                                  " is out of range");
-    }
-    *out = static_cast<int64_t>(*v);
-    return Status::Ok();
-  };
+  auto required = [&](const std::string& key, int64_t* out) { return ReadSizeKey(file, a + key, out); };
   RETURN_IF_ERROR(required("embedding_length", &c.n_embd));
   RETURN_IF_ERROR(required("block_count", &c.n_layer));
   RETURN_IF_ERROR(required("attention.head_count", &c.n_head));

@@ -68,7 +68,52 @@ void FillRopeFreqs(const ModelShape& shape, float* row, int64_t n) {
   }
 }
 
+// llama.cpp's tensors for the bert and nomic-bert encoders.
+std::vector<TensorPlan> PlanEncoderTensors(const ModelShape& shape, GgmlType type, int64_t vocab_size) {
+  const int64_t e = shape.n_embd, ff = shape.n_ff;
+  const bool bert = shape.architecture == "bert";
+  std::vector<TensorPlan> plan;
+  auto norm = [&](const std::string& name) {
+    plan.push_back({name + ".weight", GgmlType::kF32, {e}, Init::kOnes});
+    plan.push_back({name + ".bias", GgmlType::kF32, {e}, Init::kNormal});
+  };
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias) {
+    plan.push_back({name + ".weight", type, {in, out}, Init::kNormal});
+    if (bias) plan.push_back({name + ".bias", GgmlType::kF32, {out}, Init::kNormal});
+  };
+  plan.push_back({"token_embd.weight", type, {e, vocab_size}, Init::kNormal});
+  plan.push_back({"token_types.weight", type, {e, shape.token_types}, Init::kNormal});
+  if (bert) plan.push_back({"position_embd.weight", type, {e, shape.context_length}, Init::kNormal});
+  norm("token_embd_norm");
+  for (int64_t l = 0; l < shape.n_layer; ++l) {
+    std::string p = "blk." + std::to_string(l) + ".";
+    if (bert) {
+      for (const char* m : {"attn_q", "attn_k", "attn_v"}) linear(p + m, e, e, true);
+    } else {
+      linear(p + "attn_qkv", e, 3 * e, false);
+    }
+    linear(p + "attn_output", e, e, bert);
+    norm(p + "attn_output_norm");
+    linear(p + "ffn_up", e, ff, bert);
+    if (!bert) linear(p + "ffn_gate", e, ff, false);
+    linear(p + "ffn_down", ff, e, bert);
+    norm(p + "layer_output_norm");
+  }
+  return plan;
+}
+
 std::vector<TensorPlan> PlanTensors(const ModelShape& shape, const QuantScheme& scheme, int64_t vocab_size) {
+  if (shape.is_encoder()) {
+    std::vector<TensorPlan> plan = PlanEncoderTensors(shape, scheme.base, vocab_size);
+    for (TensorPlan& t : plan) {
+      t.type = TensorTypeFor(scheme, {.name = t.name,
+                                      .row_length = t.shape[0],
+                                      .num_dims = static_cast<int>(t.shape.size()),
+                                      .layer = LayerOfTensor(t.name),
+                                      .num_layers = static_cast<int>(shape.n_layer)});
+    }
+    return plan;
+  }
   const int64_t e = shape.n_embd, q = shape.n_head * shape.head_dim(),
                 kv = shape.n_head_kv * shape.head_dim(), ff = shape.n_ff;
   const GgmlType type = scheme.base;  // placeholder; each tensor's type is chosen below
@@ -125,6 +170,13 @@ void SetArchitectureMetadata(const ModelShape& shape, const QuantScheme& scheme,
   writer->SetMetadata(a + ".feed_forward_length", u32(shape.n_ff));
   writer->SetMetadata(a + ".attention.head_count", u32(shape.n_head));
   writer->SetMetadata(a + ".attention.head_count_kv", u32(shape.n_head_kv));
+  if (shape.is_encoder()) {
+    writer->SetMetadata(a + ".attention.layer_norm_epsilon", GgufValue(shape.layer_norm_eps));
+    writer->SetMetadata(a + ".attention.causal", GgufValue(false));
+    writer->SetMetadata(a + ".pooling_type", u32(shape.pooling_type));
+    if (shape.architecture == "nomic-bert") writer->SetMetadata(a + ".rope.freq_base", GgufValue(shape.rope_theta));
+    return;
+  }
   writer->SetMetadata(a + ".attention.layer_norm_rms_epsilon", GgufValue(shape.rms_norm_eps));
   writer->SetMetadata(a + ".rope.freq_base", GgufValue(shape.rope_theta));
   writer->SetMetadata(a + ".rope.dimension_count", u32(shape.head_dim()));
@@ -208,6 +260,10 @@ StatusOr<ModelGenResult> GenerateRandomModel(const ModelGenOptions& options) {
   GgufWriter writer;
   SetArchitectureMetadata(shape, options.scheme, vocab_size, &writer);
   for (const GgufKeyValue& kv : vocab) writer.SetMetadata(kv.key, kv.value);
+  if (shape.is_encoder()) {
+    // llama.cpp sizes token_types.weight from this key (BERT vocabularies carry it).
+    writer.SetMetadata("tokenizer.ggml.token_type_count", GgufValue(static_cast<uint32_t>(shape.token_types)));
+  }
 
   std::vector<TensorPlan> plan = PlanTensors(shape, options.scheme, vocab_size);
   for (const TensorPlan& t : plan) {

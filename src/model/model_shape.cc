@@ -3,6 +3,19 @@
 namespace tachyon {
 
 int64_t ModelShape::NumParameters(int64_t vocab_size) const {
+  if (is_encoder()) {
+    const int64_t e = n_embd;
+    int64_t per_layer = 4 * e * e + 4 * e  // Q, K, V, O (nomic-bert's fused QKV has as many weights) + 2 norms
+                        + 2 * e * n_ff;    // up, down
+    int64_t total = vocab_size * e + token_types * e + 2 * e;  // embeddings, types, embedding norm
+    if (architecture == "bert") {
+      per_layer += 4 * e + n_ff + e;  // Q/K/V/O and FFN biases
+      total += context_length * e;    // position table
+    } else {
+      per_layer += e * n_ff;  // gate
+    }
+    return total + n_layer * per_layer;
+  }
   int64_t kv_dim = n_head_kv * head_dim();
   int64_t q_dim = n_head * head_dim();
   int64_t per_layer = 2 * n_embd                        // attention and FFN norms
@@ -42,6 +55,22 @@ const std::vector<ModelShape>& BuiltinModelShapes() {
        .architecture = "qwen2", .n_embd = 896, .n_layer = 24, .n_head = 14, .n_head_kv = 2,
        .n_ff = 4864, .context_length = 32768, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
        .tied_embeddings = true, .qkv_bias = true},
+      {.name = "bert-tiny",
+       .description = "a 2-layer bert encoder (for unit tests)",
+       .architecture = "bert", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 4,
+       .n_ff = 128, .context_length = 128, .pooling_type = 1},
+      {.name = "nomic-tiny",
+       .description = "a 2-layer nomic-bert encoder (for unit tests)",
+       .architecture = "nomic-bert", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 4,
+       .n_ff = 128, .context_length = 128, .rope_theta = 1000.0f, .pooling_type = 2},
+      {.name = "bge-small",
+       .description = "BGE-small-en-v1.5 (bert encoder, CLS pooling; embeddings)",
+       .architecture = "bert", .n_embd = 384, .n_layer = 12, .n_head = 12, .n_head_kv = 12,
+       .n_ff = 1536, .context_length = 512, .pooling_type = 2},
+      {.name = "nomic-embed",
+       .description = "nomic-embed-text-v1.5 (nomic-bert: rotary, SwiGLU, mean pooling; embeddings)",
+       .architecture = "nomic-bert", .n_embd = 768, .n_layer = 12, .n_head = 12, .n_head_kv = 12,
+       .n_ff = 3072, .context_length = 2048, .rope_theta = 1000.0f, .pooling_type = 1},
   };
   return shapes;
 }

@@ -19,7 +19,7 @@ struct Llama3RopeScaling {
 struct ModelShape {
   std::string name;         // "llama-1b"
   std::string description;  // what real model it mirrors
-  std::string architecture; // GGUF general.architecture: "llama" or "qwen2"
+  std::string architecture; // GGUF general.architecture: "llama", "qwen2", or the encoders "bert", "nomic-bert"
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;
@@ -31,6 +31,12 @@ struct ModelShape {
   bool tied_embeddings = false;  // no output.weight: the token embedding doubles as output
   bool qkv_bias = false;         // Q/K/V projections have biases (qwen2)
   Llama3RopeScaling rope_scaling;
+  // Encoders (bert, nomic-bert): LayerNorm epsilon, pooling_type (1 mean, 2 CLS), token types.
+  float layer_norm_eps = 1e-12f;
+  int pooling_type = 0;
+  int64_t token_types = 2;
+
+  bool is_encoder() const { return architecture == "bert" || architecture == "nomic-bert"; }
 
   int64_t head_dim() const { return n_embd / n_head; }
   // Parameters for a given vocabulary size (the vocabulary comes from the tokenizer).

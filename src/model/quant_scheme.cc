@@ -65,6 +65,9 @@ int LayerOfTensor(std::string_view name) {
 
 GgmlType TensorTypeFor(const QuantScheme& scheme, const TensorRole& role) {
   if (role.num_dims < 2) return GgmlType::kF32;
+  // Encoder tables added to every token as floats (llama.cpp adds a view of
+  // token_types' first row with ggml_add, which takes no quantized operand).
+  if (role.name == "token_types.weight" || role.name == "position_embd.weight") return GgmlType::kF32;
   GgmlType type = scheme.base;
   if (scheme.k_mix) {
     if (role.is_output) {

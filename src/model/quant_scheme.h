@@ -5,8 +5,9 @@
 // weight matrix that type; q4_k_m mixes as llama.cpp's Q4_K_M does: Q6_K for
 // the output matrix (the token embedding when tied) and for attn_v / ffn_down
 // in the first and last eighth of the layers and every third layer between,
-// Q4_K elsewhere. 1-D tensors (norms, biases, rope factors) stay F32. A
-// k-quant needs rows that are a multiple of 256: a matrix whose rows are not
+// Q4_K elsewhere. 1-D tensors (norms, biases, rope factors) and the encoders'
+// token_types / position_embd tables stay F32. A k-quant needs rows that are a
+// multiple of 256: a matrix whose rows are not
 // falls back to Q8_0 (for Q6_K) or Q4_0 (for Q4_K; llama.cpp uses Q5_0, which
 // Tachyon does not compute with yet), and rows that no 32-block divides to F16.
 #pragma once

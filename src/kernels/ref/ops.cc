@@ -16,6 +16,24 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / n;
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += (x[i] - mean) * (x[i] - mean);
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - m) * scale * weight[i] + bias[i];
+}
+
+void Gelu(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    out[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * M_SQRT1_2)));
+  }
+}
+
 void RopeCosSin(double pos, int rope_dim, float base, const float* freq_factors, float* cos, float* sin) {
   for (int i = 0; i < rope_dim / 2; ++i) {
     double angle = pos * std::pow(static_cast<double>(base), -2.0 * i / rope_dim);

@@ -11,6 +11,14 @@ namespace tachyon::ref {
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; x, weight, out: [n]
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
+// out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * weight[i] + bias[i]
+// (the population variance, as BERT's LayerNorm); x, weight, bias, out: [n].
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out);
+
+// out[i] = gelu(x[i]) = x[i] / 2 * (1 + erf(x[i] / sqrt(2))), the exact GELU of
+// BERT's "gelu" activation; [n], in place allowed.
+void Gelu(const float* x, int64_t n, float* out);
+
 // Rotates each head of x [num_heads, head_dim] in place for position `pos`.
 // Pairs are (2i, 2i+1) for normal rope and (i, i + head_dim/2) for NeoX.
 // theta_i = pos * base^(-2i/rope_dim) / freq_factors[i] (freq_factors may be null);

@@ -17,6 +17,28 @@ TEST(RefOpsTest, RmsNormHasUnitRms) {
   EXPECT_FLOAT_EQ(out[3], -8 / rms);
 }
 
+TEST(RefOpsTest, LayerNormCentersScalesAndShifts) {
+  std::vector<float> x = {1, 2, 3, 6}, w = {1, 1, 2, 1}, b = {0, 0, 0, 10}, out(4);
+  ref::LayerNorm(x.data(), w.data(), b.data(), 4, 0.0f, out.data());
+  // mean 3, population variance (4 + 1 + 0 + 9) / 4 = 3.5
+  const float sd = std::sqrt(3.5f);
+  EXPECT_FLOAT_EQ(out[0], -2 / sd);
+  EXPECT_FLOAT_EQ(out[1], -1 / sd);
+  EXPECT_FLOAT_EQ(out[2], 0.0f);
+  EXPECT_FLOAT_EQ(out[3], 3 / sd + 10);
+}
+
+TEST(RefOpsTest, GeluIsExactErfForm) {
+  std::vector<float> x = {-3, -1, 0, 0.5f, 2}, out(5);
+  ref::Gelu(x.data(), 5, out.data());
+  // Values of x * Phi(x) from the standard normal CDF.
+  EXPECT_NEAR(out[0], -3 * 0.0013498980, 1e-7);
+  EXPECT_NEAR(out[1], -1 * 0.1586552539, 1e-7);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_NEAR(out[3], 0.5 * 0.6914624613, 1e-7);
+  EXPECT_NEAR(out[4], 2 * 0.9772498681, 1e-6);
+}
+
 TEST(RefOpsTest, RopeRotatesPairsByPositionAngle) {
   // One head of 4 dims, base 10000: pair 0 rotates by pos, pair 1 by pos / 100.
   std::vector<float> x = {1, 0, 1, 0};

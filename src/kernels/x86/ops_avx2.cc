@@ -42,7 +42,66 @@ __m256 Exp(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
 }
 
+// erf(x) by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7):
+// erf(|x|) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) e^(-x^2), t = 1 / (1 + p |x|),
+// with the sign of x put back.
+__m256 Erf(__m256 x) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256 sign = _mm256_and_ps(x, sign_mask);
+  const __m256 a = _mm256_andnot_ps(sign_mask, x);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+  __m256 poly = _mm256_set1_ps(1.061405429f);
+  poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(-1.453152027f));
+  poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(1.421413741f));
+  poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(-0.284496736f));
+  poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(0.254829592f));
+  poly = _mm256_mul_ps(poly, t);
+  const __m256 e = Exp(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a));
+  const __m256 y = _mm256_fnmadd_ps(poly, e, one);
+  return _mm256_or_ps(y, sign);
+}
+
 }  // namespace
+
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+  float sum = HorizontalSum(acc);
+  for (; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  const __m256 vmean = _mm256_set1_ps(mean);
+  acc = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmean);
+    acc = _mm256_fmadd_ps(d, d, acc);
+  }
+  float sum_sq = HorizontalSum(acc);
+  for (; i < n; ++i) sum_sq += (x[i] - mean) * (x[i] - mean);
+  const float scale = 1.0f / __builtin_sqrtf(sum_sq / static_cast<float>(n) + eps);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmean), vscale);
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(d, _mm256_loadu_ps(weight + i), _mm256_loadu_ps(bias + i)));
+  }
+  for (; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+
+void Gelu(const float* x, int64_t n, float* out) {
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  const __m256 inv_sqrt2 = _mm256_set1_ps(0.70710678118654752f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256 g = _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, Erf(_mm256_mul_ps(v, inv_sqrt2))));
+    _mm256_storeu_ps(out + i, g);
+  }
+  for (; i < n; ++i) {
+    const float erf = _mm256_cvtss_f32(Erf(_mm256_set1_ps(x[i] * 0.70710678118654752f)));
+    out[i] = 0.5f * x[i] * (1.0f + erf);
+  }
+}
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
   __m256 acc = _mm256_setzero_ps();

@@ -7,6 +7,8 @@
 namespace tachyon::avx2 {
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out);
+void Gelu(const float* x, int64_t n, float* out);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void Softmax(float* x, int64_t n);
 // acc[i] += p * v[i], v in F32 or F16; [n]

@@ -21,6 +21,10 @@ namespace {
 constexpr float kRmsNormTolerance = 1e-6f;
 constexpr float kExpTolerance = 1e-6f;
 constexpr float kRopeTolerance = 1e-6f;
+// Mean and variance summed in float lanes vs double; erf by a 5-term polynomial
+// (absolute error 1.5e-7) times x / 2.
+constexpr float kLayerNormTolerance = 2e-5f;
+constexpr float kGeluTolerance = 5e-7f;
 
 using testing_util::RandomNonZero;
 
@@ -37,6 +41,25 @@ TEST_P(OpsAvx2Test, RmsNorm) {
   avx2::RmsNorm(x.data(), w.data(), n, 1e-5f, a.data());
   ref::RmsNorm(x.data(), w.data(), n, 1e-5f, b.data());
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kRmsNormTolerance * (1 + std::fabs(b[i]))) << i;
+}
+
+TEST_P(OpsAvx2Test, LayerNorm) {
+  const int64_t n = GetParam();
+  std::vector<float> x = RandomNonZero(n, 11, 3.0f), w = RandomNonZero(n, 12), bias = RandomNonZero(n, 13), a(n), b(n);
+  for (float& v : x) v += 5.0f;  // a mean far from zero: the variance must be of x - mean
+  avx2::LayerNorm(x.data(), w.data(), bias.data(), n, 1e-12f, a.data());
+  ref::LayerNorm(x.data(), w.data(), bias.data(), n, 1e-12f, b.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kLayerNormTolerance * (1 + std::fabs(b[i]))) << i;
+}
+
+TEST_P(OpsAvx2Test, Gelu) {
+  const int64_t n = GetParam();
+  std::vector<float> x = RandomNonZero(n, 14, 3.0f), a(n), b(n);
+  x[0] = -30.0f;  // far tails: 0 and x
+  if (n > 1) x[1] = 30.0f;
+  avx2::Gelu(x.data(), n, a.data());
+  ref::Gelu(x.data(), n, b.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kGeluTolerance * (1 + std::fabs(x[i]))) << x[i];
 }
 
 TEST_P(OpsAvx2Test, SiluMulAndSoftmax) {

@@ -1,0 +1,55 @@
+#include "model/tensor_binding.h"
+
+namespace tachyon {
+namespace {
+
+std::string Shape(std::initializer_list<int64_t> dims) {
+  std::string out = "[";
+  for (int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
+  return out + "]";
+}
+
+}  // namespace
+
+Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out) {
+  const GgufTensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) return InvalidArgumentError("tensor " + name + " is missing");
+  if (t->shape != std::vector<int64_t>{cols, rows}) {
+    return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({cols, rows}) + ", file has " +
+                                t->ShapeString());
+  }
+  if (!IsMatMulType(t->type)) {
+    return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) +
+                              ", which Tachyon cannot compute with yet (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  }
+  *out = {t->type, t->data, rows, cols};
+  return Status::Ok();
+}
+
+Status BindVector(const GgufFile& file, const std::string& name, int64_t n, const float** out, bool optional) {
+  const GgufTensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) return optional ? Status::Ok() : InvalidArgumentError("tensor " + name + " is missing");
+  if (t->shape != std::vector<int64_t>{n}) {
+    return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({n}) + ", file has " +
+                                t->ShapeString());
+  }
+  if (t->type != GgmlType::kF32) {
+    return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) + ", expected F32");
+  }
+  if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0) {
+    return InvalidArgumentError("tensor " + name + " is not 4-byte aligned in the file");
+  }
+  *out = reinterpret_cast<const float*>(t->data);
+  return Status::Ok();
+}
+
+Status ReadSizeKey(const GgufFile& file, const std::string& key, int64_t* out) {
+  ASSIGN_OR_RETURN(uint64_t v, file.GetUint(key));
+  if (v == 0 || v > (1ull << 31)) {
+    return InvalidArgumentError("metadata key '" + key + "' = " + std::to_string(v) + " is out of range");
+  }
+  *out = static_cast<int64_t>(v);
+  return Status::Ok();
+}
+
+}  // namespace tachyon

@@ -1,0 +1,28 @@
+// Binding a model's tensors to views into its mapped GGUF file (and reading
+// its size hyper-parameters), with the
+// checks every model needs: the tensor exists, has the expected shape, and a
+// type the kernels compute with. Errors name the tensor:
+// "tensor blk.3.attn_q.weight: expected shape [2048, 2048], file has [2048, 512]".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+
+namespace tachyon {
+
+// A [rows, cols] weight matrix (GGUF shape [cols, rows]) of a MatMul type.
+Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out);
+
+// An F32 vector of n elements. A missing optional tensor leaves *out null.
+Status BindVector(const GgufFile& file, const std::string& name, int64_t n, const float** out,
+                  bool optional = false);
+
+// A size hyper-parameter: an unsigned integer key in 1..2^31
+// ("metadata key 'llama.block_count' = 0 is out of range").
+Status ReadSizeKey(const GgufFile& file, const std::string& key, int64_t* out);
+
+}  // namespace tachyon

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "backend/embedding_backend.h"
 #include "backend/local_backend.h"
 #include "base/thread_pool.h"
 #include "base/worker_pool.h"
@@ -45,6 +46,10 @@ struct ServeFlags {
   int io_threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
   int workers = 2;
   bool no_access_log = false;
+  std::string embedding_model;
+  std::string embedding_pooling;
+  int embedding_threads = 0;  // 0: --threads
+  size_t max_embedding_inputs = 2048;
   // Which flags were given (they win over the config's [server]).
   CLI::Option* host_option = nullptr;
   CLI::Option* port_option = nullptr;
@@ -109,14 +114,39 @@ StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsR
                  (*backend)->chat_disabled_reason().c_str());
   }
   std::fprintf(stderr, "tachyon serve: %s\n", (*backend)->Describe().c_str());
+  std::shared_ptr<EmbeddingBackend> embedding;
+  if (!flags.embedding_model.empty()) {
+    EmbeddingBackendOptions e{.name = "local-embedding",
+                              .embedder = {.model_path = flags.embedding_model,
+                                           .threads = flags.embedding_threads > 0 ? flags.embedding_threads
+                                                                                  : flags.threads},
+                              .max_queue = flags.max_queue,
+                              .max_inputs = flags.max_embedding_inputs};
+    if (!flags.embedding_pooling.empty()) {
+      StatusOr<Pooling> pooling = ParsePooling(flags.embedding_pooling);
+      if (!pooling.ok()) return pooling.status().WithContext("--embedding-pooling");
+      e.embedder.pooling = *pooling;
+    }
+    StatusOr<std::unique_ptr<EmbeddingBackend>> created = EmbeddingBackend::Create(e, metrics);
+    if (!created.ok()) return created.status().WithContext("--embedding-model");
+    embedding = std::move(created).value();
+    if (embedding->model_name() == (*backend)->model_name()) {
+      return InvalidArgumentError("--embedding-model: the embedding model and the chat model are both named '" +
+                                  embedding->model_name() + "'");
+    }
+    std::fprintf(stderr, "tachyon serve: embeddings: %s\n", embedding->Describe().c_str());
+  }
   const std::string name = (*backend)->model_name();
-  return Gateway::Single(std::shared_ptr<Backend>(std::move(backend).value()), name, metrics, std::move(offload));
+  return Gateway::Single(std::shared_ptr<Backend>(std::move(backend).value()), name, metrics, std::move(offload),
+                         std::move(embedding));
 }
 
 void DescribeConfig(const GatewayConfig& config) {
   for (const BackendConfig& b : config.backends) {
-    std::fprintf(stderr, "tachyon serve: backend %s (%s%s%s)\n", b.name.c_str(), b.kind.c_str(),
-                 b.kind == "openai" ? " " : "", b.kind == "openai" ? b.remote.base_url.c_str() : "");
+    const std::string where = b.kind == "openai"      ? " " + b.remote.base_url
+                              : b.kind == "embedding" ? " " + b.embedding.embedder.model_path
+                                                      : "";
+    std::fprintf(stderr, "tachyon serve: backend %s (%s%s)\n", b.name.c_str(), b.kind.c_str(), where.c_str());
   }
   for (const RouteConfig& r : config.routes) {
     std::string names;
@@ -221,9 +251,10 @@ int Run(const ServeFlags& flags) {
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server and gateway (/v1/completions, /v1/chat/completions, /v1/models, "
-               "/health, /metrics): one local model from --model (with none, a built-in random-weight demo model), "
-               "or the backends and routes of --config FILE.toml (local engines and OpenAI-compatible upstreams)");
+      "serve", "OpenAI-compatible HTTP server and gateway (/v1/completions, /v1/chat/completions, /v1/embeddings, "
+               "/v1/models, /health, /metrics): one local model from --model (with none, a built-in random-weight "
+               "demo model) and an --embedding-model beside it, or the backends and routes of --config FILE.toml "
+               "(local engines, embedding models and OpenAI-compatible upstreams)");
   cmd->add_option("--config", flags->config,
                   "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it. "
                   "The engine flags below (--served-model-name to --request-timeout but --max-body-bytes) are "
@@ -268,6 +299,15 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                                           "Threads for request work (parsing, chat templates, tokenization)")
                               ->capture_default_str();
   cmd->add_flag("--no-access-log", flags->no_access_log, "No JSON line per request on stderr");
+  flags->engine_options.push_back(cmd->add_option("--embedding-model", flags->embedding_model,
+                  "GGUF embedding model (bert, nomic-bert) served on /v1/embeddings beside --model, under its "
+                  "file stem"));
+  flags->engine_options.push_back(cmd->add_option("--embedding-threads", flags->embedding_threads,
+                  "Compute threads of the embedding model (default: --threads)"));
+  flags->engine_options.push_back(cmd->add_option("--embedding-pooling", flags->embedding_pooling,
+                  "mean, cls or last (default: the embedding model file's pooling_type)"));
+  flags->engine_options.push_back(cmd->add_option("--max-embedding-inputs", flags->max_embedding_inputs,
+                  "Inputs one /v1/embeddings request may carry")->capture_default_str());
   cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 

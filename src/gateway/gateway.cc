@@ -397,11 +397,12 @@ Gateway::~Gateway() = default;
 // gateway there would make that backend join itself, so it is destroyed on a
 // thread of its own instead.
 void Gateway::Delete(Gateway* g) {
-  for (const auto& slot : g->slots_) {
-    if (slot->backend->OnOwnThread()) {
-      std::thread([g] { delete g; }).detach();
-      return;
-    }
+  bool on_backend_thread = false;
+  for (const auto& slot : g->slots_) on_backend_thread |= slot->backend->OnOwnThread();
+  for (const auto& e : g->embeddings_) on_backend_thread |= e.backend->OnOwnThread();
+  if (on_backend_thread) {
+    std::thread([g] { delete g; }).detach();
+    return;
   }
   delete g;
 }
@@ -419,6 +420,25 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
   g->metrics_ = metrics;
   g->offload_ = std::move(offload);
   for (const BackendConfig& b : config.backends) {
+    if (b.kind == "embedding") {
+      std::shared_ptr<EmbeddingBackend> reused;
+      for (const EmbeddingSlot& old : previous != nullptr ? previous->embeddings_ : std::vector<EmbeddingSlot>{}) {
+        if (old.backend->name() == b.name && old.fingerprint == b.fingerprint) reused = old.backend;
+      }
+      if (!reused) {
+        StatusOr<std::unique_ptr<EmbeddingBackend>> e = EmbeddingBackend::Create(b.embedding, metrics);
+        if (!e.ok()) return InvalidArgumentError(config.path + ": backend '" + b.name + "': " + e.status().message());
+        reused = std::move(e).value();
+      }
+      for (const EmbeddingSlot& other : g->embeddings_) {
+        if (other.backend->model_name() == reused->model_name()) {
+          return InvalidArgumentError(config.path + ": backend '" + b.name + "': a second embedding model named '" +
+                                      reused->model_name() + "' (set served_model_name)");
+        }
+      }
+      g->embeddings_.push_back({std::move(reused), b.fingerprint});
+      continue;
+    }
     if (previous != nullptr) {
       if (auto old = previous->Slot(b.name); old && old->fingerprint == b.fingerprint) {
         g->slots_.push_back(old);  // unchanged: its engine or connections keep running
@@ -449,8 +469,10 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
 }
 
 std::shared_ptr<Gateway> Gateway::Single(std::shared_ptr<Backend> backend, const std::string& route_name,
-                                         MetricsRegistry* metrics, Offload offload) {
+                                         MetricsRegistry* metrics, Offload offload,
+                                         std::shared_ptr<EmbeddingBackend> embedding) {
   std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
+  if (embedding) g->embeddings_.push_back({std::move(embedding), ""});
   g->metrics_ = metrics;
   g->offload_ = std::move(offload);
   // One backend, no alternative: its breaker never opens (a refusal would only turn errors into 503s).
@@ -494,6 +516,17 @@ CancelFn Gateway::Handle(GatewayRequest request, std::shared_ptr<GatewaySink> si
 
 void Gateway::Shutdown() {
   for (const auto& slot : slots_) slot->backend->Shutdown();
+  for (const auto& e : embeddings_) e.backend->Shutdown();
+}
+
+std::shared_ptr<EmbeddingBackend> Gateway::FindEmbedding(const std::string& model, std::string* names) const {
+  if (model.empty() && embeddings_.size() == 1) return embeddings_[0].backend;
+  names->clear();
+  for (const EmbeddingSlot& e : embeddings_) {
+    if (e.backend->model_name() == model) return e.backend;
+    *names += (names->empty() ? "'" : ", '") + e.backend->model_name() + "'";
+  }
+  return nullptr;
 }
 
 nlohmann::json Gateway::Models(int64_t created) const {
@@ -514,6 +547,16 @@ nlohmann::json Gateway::Models(int64_t created) const {
                     {"policy", PolicyName(route->config().policy)},
                     {"backends", backends}});
   }
+  for (const EmbeddingSlot& e : embeddings_) {
+    data.push_back({{"id", e.backend->model_name()},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "tachyon"},
+                    {"type", "embedding"},
+                    {"dimension", e.backend->embedder().dimension()},
+                    {"max_input_tokens", e.backend->embedder().context_length()},
+                    {"backends", {{{"name", e.backend->name()}, {"kind", "embedding"}, {"state", "closed"}}}}});
+  }
   return {{"object", "list"}, {"data", data}};
 }
 
@@ -526,7 +569,10 @@ int Gateway::Health(nlohmann::json* body) const {
                                        {"state", CircuitStateName(slot->breaker.state(now))},
                                        {"in_flight", slot->outstanding}};
   }
-  bool all = true, any = false;
+  for (const EmbeddingSlot& e : embeddings_) {
+    backends[e.backend->name()] = {{"kind", "embedding"}, {"state", "closed"}, {"model", e.backend->model_name()}};
+  }
+  bool all = true, any = routes_.empty();
   for (const auto& route : routes_) {
     int available = 0;
     for (const auto& slot : route->slots()) {

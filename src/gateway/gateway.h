@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/embedding_backend.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/gateway_config.h"
 #include "gateway/pipeline.h"
@@ -77,9 +78,11 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // the configuration is unchanged) and the routes over them.
   static StatusOr<std::shared_ptr<Gateway>> Build(const GatewayConfig& config, const Gateway* previous,
                                                   MetricsRegistry* metrics, Offload offload = nullptr);
-  // One route over ready-made backends (the one-model flags of `tachyon serve`).
+  // One route over ready-made backends (the one-model flags of `tachyon serve`),
+  // and an embedding model beside it when `embedding` is not null.
   static std::shared_ptr<Gateway> Single(std::shared_ptr<Backend> backend, const std::string& route_name,
-                                         MetricsRegistry* metrics, Offload offload = nullptr);
+                                         MetricsRegistry* metrics, Offload offload = nullptr,
+                                         std::shared_ptr<EmbeddingBackend> embedding = nullptr);
   ~Gateway();
 
   Pipeline& pipeline() { return pipeline_; }
@@ -93,7 +96,11 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // returned function cancels the call (a client that went away).
   CancelFn Handle(GatewayRequest request, std::shared_ptr<GatewaySink> sink) const;
 
-  // GET /v1/models: every route, with its backends' states.
+  // The embedding model a /v1/embeddings request names (its only one when the
+  // name is empty and there is one), or null; *names lists them for an error.
+  std::shared_ptr<EmbeddingBackend> FindEmbedding(const std::string& model, std::string* names) const;
+
+  // GET /v1/models: every route, with its backends' states, and every embedding model.
   nlohmann::json Models(int64_t created) const;
   // GET /health: 200 when every route has an available backend, else 503.
   int Health(nlohmann::json* body) const;
@@ -109,6 +116,11 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   MetricsRegistry* metrics_ = nullptr;
   Offload offload_;
   std::vector<std::shared_ptr<BackendSlot>> slots_;
+  struct EmbeddingSlot {
+    std::shared_ptr<EmbeddingBackend> backend;
+    std::string fingerprint;
+  };
+  std::vector<EmbeddingSlot> embeddings_;
   std::vector<std::unique_ptr<Route>> routes_;
   std::unordered_map<std::string, Route*> by_model_;
   Pipeline pipeline_;

@@ -1,5 +1,6 @@
 #include "gateway/gateway_config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -100,6 +101,16 @@ class TableReader {
   std::set<std::string> used_;
 };
 
+// `model`, which is relative to the config file unless absolute.
+Status ModelPath(TableReader& t, const std::string& config_path, std::string* out) {
+  RETURN_IF_ERROR(t.String("model", out, true));
+  if (!out->empty() && (*out)[0] != '/') {
+    const size_t slash = config_path.rfind('/');
+    if (slash != std::string::npos) *out = config_path.substr(0, slash + 1) + *out;
+  }
+  return Status::Ok();
+}
+
 Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, BackendConfig* b) {
   RETURN_IF_ERROR(t.String("name", &b->name, true));
   if (b->name.empty()) return t.Error("key 'name' must not be empty");
@@ -133,12 +144,7 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
   } else if (b->kind == "local") {
     LocalBackendOptions& l = b->local;
     l.name = b->name;
-    RETURN_IF_ERROR(t.String("model", &l.model_path, true));
-    // A relative model path is relative to the config file.
-    if (!l.model_path.empty() && l.model_path[0] != '/') {
-      const size_t slash = path.rfind('/');
-      if (slash != std::string::npos) l.model_path = path.substr(0, slash + 1) + l.model_path;
-    }
+    RETURN_IF_ERROR(ModelPath(t, path, &l.model_path));
     RETURN_IF_ERROR(t.String("served_model_name", &l.served_model_name));
     RETURN_IF_ERROR(t.String("chat_template", &l.chat_template));
     RETURN_IF_ERROR(t.Integer("threads", &l.threads, 1, 1024));
@@ -151,8 +157,26 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.String("kv_cache_dtype", &l.kv_cache_dtype));
     RETURN_IF_ERROR(t.Integer("max_queue", &l.max_queue, 1, 1 << 20));
     RETURN_IF_ERROR(t.Number("request_timeout", &l.request_timeout_seconds, 0, 86400));
+  } else if (b->kind == "embedding") {
+    EmbeddingBackendOptions& e = b->embedding;
+    e.name = b->name;
+    RETURN_IF_ERROR(ModelPath(t, path, &e.embedder.model_path));
+    RETURN_IF_ERROR(t.String("served_model_name", &e.embedder.name));
+    RETURN_IF_ERROR(t.Integer("threads", &e.embedder.threads, 1, 1024));
+    std::string pooling;
+    RETURN_IF_ERROR(t.String("pooling", &pooling));
+    if (!pooling.empty()) {
+      StatusOr<Pooling> p = ParsePooling(pooling);
+      if (!p.ok()) return t.Error(*t.Get("pooling"), "pooling", p.status().message());
+      e.embedder.pooling = *p;
+    }
+    RETURN_IF_ERROR(t.Bool("normalize", &e.embedder.normalize));
+    RETURN_IF_ERROR(t.Integer("max_batch_tokens", &e.embedder.max_batch_tokens, 1, 1 << 24));
+    RETURN_IF_ERROR(t.Integer("max_queue", &e.max_queue, 1, 1 << 20));
+    RETURN_IF_ERROR(t.Integer("max_inputs", &e.max_inputs, 1, 1 << 20));
   } else {
-    return t.Error(*t.Get("kind"), "kind", "must be \"local\" or \"openai\", not \"" + b->kind + "\"");
+    return t.Error(*t.Get("kind"), "kind",
+                   "must be \"local\", \"openai\" or \"embedding\", not \"" + b->kind + "\"");
   }
   RETURN_IF_ERROR(t.NoOtherKeys());
   // The key itself, not only its variable's name: a reload after the key changed makes the backend anew.
@@ -267,10 +291,17 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     TableReader reader(t, path, "route #" + std::to_string(i + 1));
     RETURN_IF_ERROR(ReadRoute(reader, &r));
     for (const std::string& name : r.backends) {
-      bool found = false;
-      for (const BackendConfig& b : config.backends) found |= b.name == name;
-      if (!found) {
+      const BackendConfig* found = nullptr;
+      for (const BackendConfig& b : config.backends) {
+        if (b.name == name) found = &b;
+      }
+      if (found == nullptr) {
         return reader.Error(*reader.Get("backends"), "backends", "no [[backend]] is named '" + name + "'");
+      }
+      if (found->kind == "embedding") {
+        return reader.Error(*reader.Get("backends"), "backends",
+                            "'" + name + "' is an embedding backend: it serves /v1/embeddings by its own model "
+                            "name, without a route");
       }
     }
     for (const RouteConfig& other : config.routes) {
@@ -284,7 +315,9 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     TableReader reader(*n->as_table(), path, "[server]");
     RETURN_IF_ERROR(ReadServer(reader, env, &config.server));
   }
-  if (config.routes.empty()) {
+  const bool any_embedding = std::any_of(config.backends.begin(), config.backends.end(),
+                                         [](const BackendConfig& b) { return b.kind == "embedding"; });
+  if (config.routes.empty() && !any_embedding) {
     return InvalidArgumentError(path + ": no [[route]]: a route maps the model name clients send to backends");
   }
   return config;

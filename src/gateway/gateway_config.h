@@ -3,7 +3,7 @@
 // name -> backends + policy). Read from TOML; every error names the file, the
 // line and the key. docs/gateway.md and examples/tachyon.toml show every key.
 //
-//   [[backend]]                 name, kind = "local" | "openai", ...
+//   [[backend]]                 name, kind = "local" | "openai" | "embedding", ...
 //   [[route]]                   model, backends = [...], policy
 //   [server]                    host, port, api_key_env, ... (flags win)
 #pragma once
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/embedding_backend.h"
 #include "backend/local_backend.h"
 #include "backend/remote_backend.h"
 #include "base/status.h"
@@ -22,8 +23,9 @@ namespace tachyon {
 
 struct BackendConfig {
   std::string name;
-  std::string kind;  // "local" or "openai"
+  std::string kind;  // "local", "openai" or "embedding" (a local embedding model for /v1/embeddings)
   LocalBackendOptions local;
+  EmbeddingBackendOptions embedding;
   RemoteBackendOptions remote;
   CircuitBreakerOptions breaker;
   // The backend's table as written (keys sorted): an unchanged backend keeps

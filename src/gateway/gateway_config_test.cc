@@ -83,9 +83,44 @@ affinity_prefix_chars = 64
   EXPECT_EQ(nested->backends[0].local.model_path, "/etc/t/m.gguf") << "relative to the config file";
 }
 
+TEST(GatewayConfigTest, AnEmbeddingBackendNeedsNoRouteAndCannotBeRouted) {
+  StatusOr<GatewayConfig> c = Parse(R"(
+[[backend]]
+name = "enc"
+kind = "embedding"
+model = "models/bge-small.gguf"
+served_model_name = "bge"
+threads = 2
+pooling = "mean"
+normalize = false
+max_batch_tokens = 2048
+max_queue = 8
+max_inputs = 64
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const EmbeddingBackendOptions& e = c->backends[0].embedding;
+  EXPECT_EQ(e.name, "enc");
+  EXPECT_EQ(e.embedder.model_path, "models/bge-small.gguf");  // t.toml has no directory
+  EXPECT_EQ(e.embedder.name, "bge");
+  EXPECT_EQ(e.embedder.threads, 2);
+  EXPECT_EQ(e.embedder.pooling, Pooling::kMean);
+  EXPECT_FALSE(e.embedder.normalize);
+  EXPECT_EQ(e.embedder.max_batch_tokens, 2048);
+  EXPECT_EQ(e.max_queue, 8);
+  EXPECT_EQ(e.max_inputs, 64u);
+  EXPECT_NE(ErrorOf("[[backend]]\nname = \"enc\"\nkind = \"embedding\"\nmodel = \"m.gguf\"\n"
+                    "[[route]]\nmodel = \"x\"\nbackends = [\"enc\"]\n")
+                .find("'enc' is an embedding backend"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[[backend]]\nname = \"enc\"\nkind = \"embedding\"\nmodel = \"m.gguf\"\npooling = \"max\"\n")
+                .find("t.toml:5: backend #1: key 'pooling': unknown pooling 'max'"),
+            std::string::npos)
+      << ErrorOf("[[backend]]\nname = \"enc\"\nkind = \"embedding\"\nmodel = \"m.gguf\"\npooling = \"max\"\n");
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
-            "t.toml:3: backend #1: key 'kind': must be \"local\" or \"openai\", not \"grpc\"");
+            "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\" or \"embedding\", not \"grpc\"");
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\npolcy = 1\n"),
             "t.toml:5: backend #1: key 'polcy': unknown key");
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"ftp://x\"\n").find(

@@ -97,7 +97,7 @@ TEST(EncoderConfigTest, ReadsPoolingAndRefusesWhatItCannotRun) {
 
   // A decoder is not an encoder, and the message says what is.
   const std::string llama = (dir / "llama.gguf").string();
-  ASSERT_TRUE(GenerateRandomModel({.shape = FindModelShape("tiny"), .out_path = llama}).ok());
+  ASSERT_TRUE(GenerateRandomModel({.shape = FindModelShape("tiny"), .scheme = *ParseQuantScheme("q8_0"), .out_path = llama}).ok());
   StatusOr<std::unique_ptr<EncoderModel>> refused = EncoderModel::Load(llama);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("bert and nomic-bert are"), std::string::npos)

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "api/embeddings.h"
+
 namespace tachyon {
 namespace {
 
@@ -144,6 +146,7 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     }
   }
   const bool completions = path == "/v1/completions", chat = path == "/v1/chat/completions";
+  const bool embeddings = path == "/v1/embeddings";
   if (request.method == "GET" && path == "/metrics") {
     workers_->Post([this, writer] { writer->Respond(200, "text/plain; version=0.0.4", metrics_->Render()); });
   } else if (request.method == "GET" && path == "/v1/models") {
@@ -159,7 +162,15 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
         HandleCompletion(std::move(request), std::move(writer), endpoint, arrival);
       });
     }
-  } else if (completions || chat || path == "/v1/models" || path == "/metrics") {
+  } else if (request.method == "POST" && embeddings) {
+    if (request.body.size() <= kInlineParseBytes) {
+      HandleEmbeddings(std::move(request), std::move(writer), arrival);
+    } else {
+      workers_->Post([this, request = std::move(request), writer, arrival]() mutable {
+        HandleEmbeddings(std::move(request), std::move(writer), arrival);
+      });
+    }
+  } else if (completions || chat || embeddings || path == "/v1/models" || path == "/metrics") {
     SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""});
   } else {
     SendError(*writer, {404, "no route " + path, "not_found_error", "", ""});
@@ -186,6 +197,60 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
                    .arrival = arrival};
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
+  writer->OnClose(std::move(cancel));
+}
+
+void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWriter> writer,
+                                    Clock::time_point arrival) {
+  if (writer->closed()) return;
+  const std::string request_id = RequestId(http);
+  auto parsed = ParseEmbeddingRequest(http.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) {
+    rejected_->With({"invalid_request"}).Add();
+    SendError(*writer, *error, {{"x-request-id", request_id}});
+    return;
+  }
+  EmbeddingRequest request = std::move(std::get<EmbeddingRequest>(parsed));
+  std::shared_ptr<Gateway> gateway = gateway_->Get();
+  std::string names;
+  std::shared_ptr<EmbeddingBackend> backend = gateway->FindEmbedding(request.model, &names);
+  if (backend == nullptr) {
+    rejected_->With({"unknown_model"}).Add();
+    const ApiError error =
+        names.empty() ? ApiError{404, "this server serves no embedding model (--embedding-model, or a [[backend]] "
+                                      "of kind \"embedding\")", "invalid_request_error", "model", "model_not_found"}
+        : request.model.empty()
+            ? ApiError{400, "'model' is required: this server's embedding models are " + names,
+                       "invalid_request_error", "model", ""}
+            : ApiError{404, "the embedding model '" + request.model + "' does not exist; this server's are " + names,
+                       "invalid_request_error", "model", "model_not_found"};
+    SendError(*writer, error, {{"x-request-id", request_id}});
+    return;
+  }
+  if (std::optional<ApiError> error = CheckEmbeddingInputLimit(request, backend->max_inputs())) {
+    rejected_->With({"invalid_request"}).Add();
+    SendError(*writer, *error, {{"x-request-id", request_id}});
+    return;
+  }
+  const bool access_log = options_.access_log;
+  const std::string model = backend->model_name(), backend_name = backend->name();
+  // The gateway stays alive until the answer is written (a reload may replace it meanwhile).
+  CancelFn cancel = backend->Handle(
+      std::move(request), [writer, gateway, request_id, model, backend_name, access_log, arrival](EmbeddingAnswer a) {
+        writer->Respond(a.http_status, "application/json", std::move(a.body),
+                        {{"x-request-id", request_id}, {"x-tachyon-route", model}, {"x-tachyon-backend", backend_name}});
+        if (access_log) {
+          nlohmann::json line = {{"request_id", request_id},
+                                 {"endpoint", "embeddings"},
+                                 {"route", model},
+                                 {"backend", backend_name},
+                                 {"status", a.http_status},
+                                 {"inputs", a.num_inputs},
+                                 {"prompt_tokens", a.prompt_tokens},
+                                 {"e2e_ms", std::chrono::duration<double, std::milli>(Clock::now() - arrival).count()}};
+          std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        }
+      });
   writer->OnClose(std::move(cancel));
 }
 

@@ -4,6 +4,7 @@
 //   GET  /v1/models            every route
 //   GET  /metrics              Prometheus text (every family with HELP and TYPE)
 //   POST /v1/completions, /v1/chat/completions   through the gateway, streaming or not
+//   POST /v1/embeddings        an embedding model of the gateway (EmbeddingBackend)
 //
 // On the I/O thread it reads the path, checks the API key and parses bodies of up
 // to 16 KiB (larger ones are parsed on the worker pool); the gateway offloads to
@@ -58,6 +59,8 @@ class OpenAiServer {
 
  private:
   void HandleCompletion(HttpRequest request, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
+                        std::chrono::steady_clock::time_point arrival);
+  void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
                         std::chrono::steady_clock::time_point arrival);
   std::string RequestId(const HttpRequest& request);
 

@@ -139,6 +139,38 @@ TEST(TokenizerFixtureTest, BertAddsClsAndSep) {
             (std::vector<std::string>{"hello", ",", "world", "世", "界", "!"}));
 }
 
+// BERT's BasicTokenizer rules where llama.cpp's WordPiece departs from them
+// (docs/embeddings.md): accents are stripped whatever their form, Hangul
+// decomposes into all of its jamo, controls join, long words are [UNK].
+TEST(TokenizerFixtureTest, BertRulesOutsideAscii) {
+  std::string path = SharedVocab("bert-bge");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  StatusOr<GgufFile> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = std::move(Tokenizer::FromGguf(*file)).value();
+  auto ids = [&](const std::string& text) { return Values(tok->Encode(text, {.add_special = false})); };
+  // Composed and decomposed accents (NFD, then nonspacing marks dropped) are the plain letters.
+  EXPECT_EQ(ids("caf\xc3\xa9"), ids("cafe"));                // U+00E9
+  EXPECT_EQ(ids("cafe\xcc\x81"), ids("cafe"));               // e + U+0301
+  EXPECT_EQ(ids("e\xcc\x81\xcc\x81 x"), ids("e x"));          // two marks
+  EXPECT_EQ(ids("A\xcc\x88rger u\xcc\x88" "ber"), ids("arger uber"));
+  // Arabic harakat and Hebrew points are marks too.
+  EXPECT_EQ(ids("\xd9\x83\xd9\x8e\xd8\xaa\xd9\x8e\xd8\xa8\xd9\x8e"), ids("\xd9\x83\xd8\xaa\xd8\xa8"));  // kataba
+  // A Hangul syllable is its conjoining jamo: U+D55C = U+1112 U+1161 U+11AB.
+  EXPECT_EQ(ids("\xed\x95\x9c"), ids("\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab"));
+  EXPECT_GT(ids("\xed\x95\x9c").size(), 1u);
+  // A capital sigma ending a word lowers to the final form, as Python's str.lower().
+  EXPECT_EQ(ids("\xce\x9f\xce\x94\xce\x9f\xce\xa3"), ids("\xce\xbf\xce\xb4\xce\xbf\xcf\x82"));  // ΟΔΟΣ = οδος
+  EXPECT_NE(ids("\xce\x9f\xce\x94\xce\x9f\xce\xa3"), ids("\xce\xbf\xce\xb4\xce\xbf\xcf\x83"));  // not οδοσ
+  // \v, \f and U+0085 are control characters: dropped, not word breaks.
+  EXPECT_EQ(ids("next\x0bline"), ids("nextline"));
+  EXPECT_EQ(ids("next\xc2\x85line"), ids("nextline"));
+  EXPECT_EQ(ids("next\tline"), ids("next line"));
+  // More than 100 characters: the word is [UNK].
+  EXPECT_EQ(ids(std::string(101, 'x')), (std::vector<int32_t>{100}));
+  EXPECT_NE(ids(std::string(100, 'x')), (std::vector<int32_t>{100}));
+}
+
 // Encoding word by word must give exactly what merging the whole text gives.
 TEST(TokenizerFixtureTest, SpmWordSplitMatchesWholeTextMerging) {
   for (const char* name : {"llama-spm", "phi-3"}) {

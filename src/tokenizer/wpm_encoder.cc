@@ -7,10 +7,22 @@
 namespace tachyon {
 namespace {
 
+// BERT's max_input_chars_per_word: a longer word is [UNK] whole.
+constexpr size_t kMaxWordChars = 100;
+
+// BERT's whitespace: space, tab, newline, carriage return and the space
+// separators (Zs); the line and paragraph separators too (Zl, Zp), as Hugging
+// Face's BertPreTokenizer has them. \v, \f and U+0085 are control characters
+// (Cc), dropped as BERT drops them, not separators.
 bool IsWhitespace(uint32_t cp) {
-  if (cp == '\t' || cp == '\n' || cp == '\v' || cp == '\f' || cp == '\r' || cp == 0x85) return true;
+  if (cp == '\t' || cp == '\n' || cp == '\r') return true;
   utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
   return c == UTF8PROC_CATEGORY_ZS || c == UTF8PROC_CATEGORY_ZL || c == UTF8PROC_CATEGORY_ZP;
+}
+
+bool IsCased(uint32_t cp) {
+  utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
 }
 
 bool IsControl(uint32_t cp) {
@@ -51,11 +63,31 @@ std::vector<uint32_t> NfdCodePoints(std::string_view text) {
   return cps;
 }
 
+// Python's str.lower(), which BERT applies, turns a capital sigma that ends a
+// word into the final form: after a cased letter and before none (marks skipped).
+bool IsFinalSigma(const std::vector<uint32_t>& cps, size_t i) {
+  auto mark = [](uint32_t cp) { return utf8proc_category(static_cast<utf8proc_int32_t>(cp)) == UTF8PROC_CATEGORY_MN; };
+  size_t before = i;
+  while (before > 0 && mark(cps[before - 1])) --before;
+  if (before == 0 || !IsCased(cps[before - 1])) return false;
+  size_t after = i + 1;
+  while (after < cps.size() && mark(cps[after])) ++after;
+  return after == cps.size() || !IsCased(cps[after]);
+}
+
+size_t CountCodePoints(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 }  // namespace
 
 std::vector<std::string> WpmEncoder::SplitWords(std::string_view text) {
   std::vector<std::string> words(1);
-  for (uint32_t cp : NfdCodePoints(text)) {
+  const std::vector<uint32_t> cps = NfdCodePoints(text);
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const uint32_t cp = cps[i];
     if (IsWhitespace(cp)) {
       if (!words.back().empty()) words.emplace_back();
       continue;
@@ -65,7 +97,10 @@ std::vector<std::string> WpmEncoder::SplitWords(std::string_view text) {
     // uncased BERT tokenizers do.
     if (utf8proc_category(static_cast<utf8proc_int32_t>(cp)) == UTF8PROC_CATEGORY_MN) continue;
     std::string lower;
-    AppendUtf8(static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))), &lower);
+    const uint32_t lowered = cp == 0x03A3 && IsFinalSigma(cps, i)
+                                 ? 0x03C2
+                                 : static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
+    AppendUtf8(lowered, &lower);
     if (IsPunctuation(cp) || (cp < 0x7F && IsSymbol(cp)) || IsChineseChar(cp)) {
       if (!words.back().empty()) words.emplace_back();
       words.back() = lower;
@@ -81,8 +116,12 @@ std::vector<std::string> WpmEncoder::SplitWords(std::string_view text) {
 void WpmEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
   const size_t max_len = vocab_.max_token_bytes();
   for (const std::string& word : SplitWords(text)) {
-    const std::string marked = "\xe2\x96\x81" + word;  // U+2581 marks the word start
     const size_t start_size = out->size();
+    if (CountCodePoints(word) > kMaxWordChars) {  // BERT's max_input_chars_per_word
+      if (vocab_.unk()) out->push_back(*vocab_.unk());
+      continue;
+    }
+    const std::string marked = "\xe2\x96\x81" + word;  // U+2581 marks the word start
     for (size_t i = 0; i < marked.size();) {
       size_t matched = 0;
       for (size_t j = std::min(marked.size(), i + max_len); j > i; --j) {

@@ -179,6 +179,36 @@ TEST_F(EmbeddingsE2eTest, ClearErrorsForBadInputs) {
   EXPECT_TRUE(Post(server.url(), R"({"input":"fine"})").contains("data"));
 }
 
+// The remote embedder (`tachyon embed --kind remote`) through a server gives the
+// local vectors; a dead upstream is a clear error.
+TEST_F(EmbeddingsE2eTest, RemoteEmbedderThroughTheServer) {
+  ServerProcess server({"--embedding-model", *model_});
+  ASSERT_TRUE(server.started());
+  CommandResult remote =
+      RunTachyon("embed --kind remote --url " + server.url() + "/v1 --model bert-tiny 'Hello world' 'a b c'");
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  CommandResult local = RunTachyon("embed --model " + *model_ + " 'Hello world' 'a b c'");
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  std::stringstream r(remote.out), l(local.out);
+  std::string rl, ll;
+  int lines = 0;
+  while (std::getline(r, rl) && std::getline(l, ll)) {
+    ++lines;
+    EXPECT_GT(Cosine(nlohmann::json::parse(rl)["embedding"].get<std::vector<float>>(),
+                     nlohmann::json::parse(ll)["embedding"].get<std::vector<float>>()),
+              0.99999);
+  }
+  EXPECT_EQ(lines, 2);
+  CommandResult wrong = RunTachyon("embed --kind remote --url " + server.url() + "/v1 --model nope x");
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("answered 404"), std::string::npos) << wrong.err;
+  const std::string url = server.url();
+  server.Stop();
+  CommandResult dead = RunTachyon("embed --kind remote --url " + url + "/v1 --model bert-tiny x");
+  EXPECT_NE(dead.exit_code, 0);
+  EXPECT_NE(dead.err.find(url + "/v1/embeddings"), std::string::npos) << dead.err;
+}
+
 TEST_F(EmbeddingsE2eTest, ConfigBackendOfKindEmbedding) {
   const std::string config = TempFile("embedding.toml");
   std::ofstream(config) << "[[backend]]\nname = \"enc\"\nkind = \"embedding\"\nmodel = \"" + *model_ +

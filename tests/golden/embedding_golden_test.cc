@@ -13,16 +13,14 @@
 #include "embed/local_embedder.h"
 #include "model/model_gen.h"
 #include "model/quant_scheme.h"
+#include "gguf/gguf_test_util.h"
 
 namespace tachyon {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string SharedDir() {
-  const char* env = std::getenv("TACHYON_SHARED_DIR");
-  return env != nullptr ? env : TACHYON_SHARED_DIR;
-}
+using testing_util::SharedDir;
 
 class EmbeddingGoldenTest : public ::testing::TestWithParam<int> {
  protected:

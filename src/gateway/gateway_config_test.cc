@@ -162,7 +162,9 @@ TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {
 TEST(GatewayConfigTest, TheDocumentedExampleIsValid) {
   StatusOr<GatewayConfig> c = LoadGatewayConfig(std::string(TACHYON_SOURCE_DIR) + "/examples/tachyon.toml", FakeEnv);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->backends.size(), 5u);
+  EXPECT_EQ(c->backends.size(), 6u);
+  EXPECT_EQ(c->backends[3].kind, "embedding");
+  EXPECT_EQ(c->backends[3].embedding.embedder.name, "bge-small");
   EXPECT_EQ(c->routes.size(), 3u);
   EXPECT_EQ(c->routes[2].policy, PolicyKind::kPrefixAffinity);
   EXPECT_EQ(c->backends[1].remote.api_key, "sk-b");

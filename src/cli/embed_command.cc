@@ -7,11 +7,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "backend/remote_embedder.h"
-#include "embed/hash_embedder.h"
-#include "embed/local_embedder.h"
 #include "embed/sts_eval.h"
-#include "embed/words_embedder.h"
+#include "gateway/embedder_spec.h"
 
 namespace tachyon::cli {
 namespace {
@@ -60,53 +57,44 @@ StatusOr<std::vector<std::string>> ReadJsonl(const std::string& path) {
   return texts;
 }
 
-StatusOr<std::unique_ptr<Embedder>> MakeEmbedder(const EmbedFlags& flags, std::string* describe) {
+StatusOr<std::unique_ptr<Embedder>> MakeFlagsEmbedder(const EmbedFlags& flags, std::string* describe) {
   const std::string kind = !flags.kind.empty() ? flags.kind : !flags.model.empty() ? "local" : "hash";
+  EmbedderSpecOptions options{.threads = flags.threads,
+                              .normalize = !flags.no_normalize,
+                              .max_batch_tokens = flags.batch_tokens,
+                              .corpus = flags.corpus,
+                              .words_path = flags.words,
+                              .sif_a = flags.sif_a,
+                              .remove_components = flags.remove_components,
+                              .dimensions = flags.dimension};
+  std::string spec;
   if (kind == "local") {
     if (flags.model.empty()) return InvalidArgumentError("--kind local needs --model FILE.gguf");
-    LocalEmbedderOptions options{.model_path = flags.model,
-                                 .normalize = !flags.no_normalize,
-                                 .threads = flags.threads,
-                                 .max_batch_tokens = flags.batch_tokens};
+    spec = "local:" + flags.model;
     if (!flags.pooling.empty()) {
       StatusOr<Pooling> pooling = ParsePooling(flags.pooling);
       if (!pooling.ok()) return pooling.status().WithContext("--pooling");
       options.pooling = *pooling;
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<LocalEmbedder> e, LocalEmbedder::Create(options));
-    *describe = e->Describe();
-    return std::unique_ptr<Embedder>(std::move(e));
-  }
-  if (kind == "hash") {
-    ASSIGN_OR_RETURN(std::unique_ptr<HashEmbedder> e,
-                     HashEmbedder::Create({.dimension = flags.dimension > 0 ? flags.dimension : 1024}));
-    *describe = e->id();
-    return std::unique_ptr<Embedder>(std::move(e));
-  }
-  if (kind == "words") {
+  } else if (kind == "hash") {
+    spec = flags.dimension > 0 ? "hash:" + std::to_string(flags.dimension) : "hash";
+  } else if (kind == "words") {
     if (flags.vectors.empty()) return InvalidArgumentError("--kind words needs --vectors FILE");
-    ASSIGN_OR_RETURN(std::unique_ptr<WordsEmbedder> e,
-                     WordsEmbedder::Create({.vectors_path = flags.vectors, .words_path = flags.words,
-                                            .corpus = flags.corpus, .sif_a = flags.sif_a,
-                                            .remove_components = flags.remove_components}));
-    *describe = e->id() + " (" + std::to_string(e->num_words()) + " words)";
-    return std::unique_ptr<Embedder>(std::move(e));
-  }
-  if (kind == "remote") {
+    spec = "words:" + flags.vectors;
+  } else if (kind == "remote") {
     if (flags.url.empty() || flags.model.empty()) {
       return InvalidArgumentError("--kind remote needs --url BASE_URL and --model NAME");
     }
-    RemoteEmbedderOptions options{.base_url = flags.url, .model = flags.model, .dimensions = flags.dimension};
+    spec = "remote:" + flags.url + "#" + flags.model;
     if (!flags.api_key_env.empty()) {
       const char* key = std::getenv(flags.api_key_env.c_str());
       if (key == nullptr) return InvalidArgumentError("--api-key-env: " + flags.api_key_env + " is not set");
       options.api_key = key;
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<RemoteEmbedder> e, RemoteEmbedder::Create(options));
-    *describe = e->id();
-    return std::unique_ptr<Embedder>(std::move(e));
+  } else {
+    return InvalidArgumentError("unknown --kind '" + kind + "' (local, hash, words, remote)");
   }
-  return InvalidArgumentError("unknown --kind '" + kind + "' (local, hash, words, remote)");
+  return MakeEmbedder(spec, options, describe);
 }
 
 // --sts: Spearman on the pairs, then one short sentence embedded again and again.
@@ -140,7 +128,7 @@ int RunSts(const EmbedFlags& flags, Embedder& embedder, const std::string& descr
 
 int Run(const EmbedFlags& flags) {
   std::string describe;
-  StatusOr<std::unique_ptr<Embedder>> embedder = MakeEmbedder(flags, &describe);
+  StatusOr<std::unique_ptr<Embedder>> embedder = MakeFlagsEmbedder(flags, &describe);
   if (!embedder.ok()) return Fail(embedder.status().message());
   if (!flags.sts.empty()) return RunSts(flags, **embedder, describe);
   std::vector<std::string> texts = flags.texts;

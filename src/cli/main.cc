@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_command.h"
+#include "cli/cache_command.h"
 #include "cli/embed_command.h"
 #include "cli/model_command.h"
 #include "cli/run_command.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   tachyon::cli::AddModelCommand(app, &exit_code);
   tachyon::cli::AddTokenizeCommand(app, &exit_code);
   tachyon::cli::AddEmbedCommand(app, &exit_code);
+  tachyon::cli::AddCacheCommand(app, &exit_code);
   tachyon::cli::AddRunCommand(app, &exit_code);
   tachyon::cli::AddServeCommand(app, &exit_code);
   std::string command_line = "tachyon";

@@ -209,6 +209,44 @@ TEST_F(EmbeddingsE2eTest, RemoteEmbedderThroughTheServer) {
   EXPECT_NE(dead.err.find(url + "/v1/embeddings"), std::string::npos) << dead.err;
 }
 
+// `tachyon cache calibrate` / `eval` on labelled pairs: the JSON keys scripts read.
+TEST_F(EmbeddingsE2eTest, CacheCalibrateAndEvalJson) {
+  const std::string pairs = TempFile("pairs.jsonl");
+  {
+    std::ofstream out(pairs);
+    const char* rows[][3] = {{"How do I reset my password?", "how do i reset my password", "1"},
+                             {"What is the capital of France?", "what's the capital of france", "1"},
+                             {"Tell me a joke", "tell me a joke please", "1"},
+                             {"How do I reset my password?", "How do I delete my account?", "0"},
+                             {"What is the capital of France?", "What is the capital of Spain?", "0"},
+                             {"Tell me a joke", "Write a poem about the sea", "0"}};
+    for (const auto& r : rows) {
+      out << nlohmann::json({{"a", r[0]}, {"b", r[1]}, {"label", std::stoi(r[2])}}).dump() << "\n";
+    }
+  }
+  CommandResult c = RunTachyon("cache calibrate --pairs " + pairs +
+                               " --embedder hash --target-precision 0.99 --min-hits 1 --json");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  nlohmann::json j = nlohmann::json::parse(c.out);
+  for (const char* key : {"threshold", "precision", "recall", "false_hit_rate", "pairs"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " in " << c.out;
+  }
+  EXPECT_EQ(j["pairs"], 6);
+  EXPECT_GE(j["precision"].get<double>(), 0.99);
+  EXPECT_EQ(j["false_hit_rate"], 0.0);
+  EXPECT_GT(j["recall"].get<double>(), 0.0);
+  const double threshold = j["threshold"];
+  CommandResult e = RunTachyon("cache eval --pairs " + pairs + " --embedder hash --threshold " +
+                               std::to_string(threshold - 1e-6) + " --json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  nlohmann::json k = nlohmann::json::parse(e.out);
+  EXPECT_DOUBLE_EQ(k["recall"].get<double>(), j["recall"].get<double>());
+  CommandResult none = RunTachyon("cache calibrate --pairs " + pairs + " --embedder nope");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("unknown embedder 'nope'"), std::string::npos) << none.err;
+  fs::remove(pairs);
+}
+
 TEST_F(EmbeddingsE2eTest, ConfigBackendOfKindEmbedding) {
   const std::string config = TempFile("embedding.toml");
   std::ofstream(config) << "[[backend]]\nname = \"enc\"\nkind = \"embedding\"\nmodel = \"" + *model_ +

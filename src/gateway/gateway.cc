@@ -5,6 +5,8 @@
 
 #include <xxhash.h>
 
+#include "gateway/exact_cache.h"
+
 namespace tachyon {
 namespace {
 
@@ -135,7 +137,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
 
   // The pipeline, then the plan's first attempt.
   void Start() {
-    if (std::optional<StageAnswer> answer = gateway_->pipeline().Run(pending_)) {
+    std::optional<StageAnswer> answer = gateway_->pipeline().Run(pending_);
+    info_.cache = pending_.cache_status;
+    info_.cache_age_seconds = pending_.cache_age_seconds;
+    if (answer) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (finished_) return;
@@ -147,6 +152,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       plan_ = route_->Plan(*pending_.request, Clock::now());
+      if (gateway_->pipeline().wants_answers() && !pending_.cache_key.empty()) {
+        capture_ = std::make_unique<Capture>();
+        capture_->request = pending_;  // before the id moves on
+      }
       request_ = BackendRequest{.request = pending_.request,
                                 .id = std::move(pending_.id),
                                 .created = pending_.created,
@@ -180,6 +189,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_ || attempt != current_) return;
       committed_ = true;
+      if (capture_) {
+        capture_->text += chunk.text;
+        capture_->streamed = true;
+      }
       if (!chunk.text.empty()) {
         const Clock::time_point now = Clock::now();
         const Route::Series& s = route_->series(plan_[attempt_]);
@@ -250,9 +263,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     }
     if (retry) {
       NextAttempt();
-    } else {
-      sink_->OnDone(done_, info_);
+      return;
     }
+    sink_->OnDone(done_, info_);
+    if (capture_ && done_.kind == BackendResult::Kind::kOk) Store();
   }
 
  private:
@@ -341,12 +355,55 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     return r;
   }
 
+  // A complete answer to the stages that keep answers (the call is finished:
+  // capture_ and done_ are no longer written).
+  void Store() {
+    const CompletionRequest& r = *capture_->request.request;
+    CapturedAnswer answer{.endpoint = r.endpoint,
+                          .model = r.model,
+                          .text = std::move(capture_->text),
+                          .finish_reason = done_.finish_reason,
+                          .has_usage = done_.has_usage,
+                          .usage = done_.usage};
+    if (!capture_->streamed) {
+      // The whole body: one choice of plain text, no tool calls.
+      nlohmann::json body = nlohmann::json::parse(done_.body, nullptr, false);
+      if (body.is_discarded() || !body.contains("choices") || !body["choices"].is_array() ||
+          body["choices"].size() != 1 || !body["choices"][0].is_object()) {
+        return;
+      }
+      const nlohmann::json& choice = body["choices"][0];
+      const nlohmann::json* text = nullptr;
+      if (r.endpoint == Endpoint::kChatCompletions) {
+        if (!choice.contains("message") || !choice["message"].is_object()) return;
+        const nlohmann::json& message = choice["message"];
+        if (message.contains("tool_calls") && !message["tool_calls"].is_null()) return;
+        if (message.contains("content")) text = &message["content"];
+      } else if (choice.contains("text")) {
+        text = &choice["text"];
+      }
+      if (text == nullptr || !text->is_string()) return;
+      answer.text = text->get<std::string>();
+      if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+        answer.finish_reason = choice["finish_reason"].get<std::string>();
+      }
+    }
+    gateway_->pipeline().OnAnswer(capture_->request, answer);
+  }
+
   // A stage's answer, replayed as if a backend had given it.
   void Replay(const StageAnswer& answer) {
-    CallInfo info{route_->name(), answer.answered_by, 0, -1, -1};
+    const double e2e = Since(pending_.arrival, Clock::now());
+    CallInfo info{route_->name(), answer.answered_by, 0, e2e, e2e, info_.cache, info_.cache_age_seconds};
     for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
     sink_->OnDone(answer.result, info);
   }
+
+  struct Capture {  // what the stages that keep answers will be given
+    GatewayRequest request;
+    std::string text;
+    bool streamed = false;
+  };
 
   std::shared_ptr<const Gateway> gateway_;  // keeps the route and its backends alive
   Route* route_;
@@ -356,6 +413,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   std::shared_ptr<GatewaySink> sink_;
 
   std::mutex mutex_;
+  std::unique_ptr<Capture> capture_;  // set by Start when a stage keeps answers; guarded by mutex_
   size_t attempt_ = 0;    // index into plan_
   int current_ = -1;      // id of the attempt in progress; -1: none
   int next_id_ = 0;
@@ -458,6 +516,21 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
       backend = std::move(remote).value();
     }
     g->slots_.push_back(MakeSlot(std::move(backend), b.fingerprint, b.breaker, metrics));
+  }
+  ExactCacheOptions cache{.max_entries = config.cache.max_entries, .max_bytes = config.cache.max_bytes};
+  for (const RouteConfig& r : config.routes) {
+    if (r.exact_cache) cache.routes[r.model] = {.ttl_seconds = r.exact_cache_ttl, .sampled = r.cache_sampled};
+  }
+  if (!cache.routes.empty()) {
+    // A reload keeps the entries when the store's limits are unchanged.
+    std::shared_ptr<ExactCache> store;
+    if (previous != nullptr && previous->exact_cache_ && previous->cache_limits_ == std::pair(cache.max_entries, cache.max_bytes)) {
+      store = previous->exact_cache_;
+    }
+    auto stage = std::make_unique<ExactCacheStage>(std::move(cache), std::move(store), metrics);
+    g->exact_cache_ = stage->store();
+    g->cache_limits_ = {config.cache.max_entries, config.cache.max_bytes};
+    g->pipeline_.Add(std::move(stage));
   }
   for (const RouteConfig& r : config.routes) {
     std::vector<std::shared_ptr<BackendSlot>> slots;

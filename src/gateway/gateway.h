@@ -55,6 +55,8 @@ struct CallInfo {
   std::string backend;  // "" when no backend answered
   int attempts = 0;     // backends tried
   double ttft_seconds = -1, e2e_seconds = -1;
+  std::string cache;    // "hit", "miss", "bypass", or "" (the route is not cached)
+  double cache_age_seconds = -1;
 };
 
 // Where a call's answer goes (the server frames it for HTTP). Called on backend
@@ -67,6 +69,7 @@ class GatewaySink {
 };
 
 class Route;
+class ExactCache;
 
 class Gateway : public std::enable_shared_from_this<Gateway> {
  public:
@@ -124,6 +127,8 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::vector<std::unique_ptr<Route>> routes_;
   std::unordered_map<std::string, Route*> by_model_;
   Pipeline pipeline_;
+  std::shared_ptr<ExactCache> exact_cache_;  // the exact cache stage's store, for a reload to keep
+  std::pair<size_t, size_t> cache_limits_;   // its max entries and bytes
 };
 
 }  // namespace tachyon

@@ -199,6 +199,19 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
   RETURN_IF_ERROR(t.Number("explore", &r->policy_options.explore, 0, 1));
   RETURN_IF_ERROR(t.Number("load_factor", &r->policy_options.load_factor, 1, 100));
   RETURN_IF_ERROR(t.Number("ewma_alpha", &r->ewma_alpha, 0.001, 1));
+  RETURN_IF_ERROR(t.Bool("exact_cache", &r->exact_cache));
+  RETURN_IF_ERROR(t.Number("exact_cache_ttl", &r->exact_cache_ttl, 0.001, 1e9));
+  RETURN_IF_ERROR(t.Bool("cache_sampled", &r->cache_sampled));
+  return t.NoOtherKeys();
+}
+
+Status ReadCache(TableReader& t, CacheConfig* c) {
+  RETURN_IF_ERROR(t.String("store", &c->store));
+  if (c->store != "memory") {
+    return t.Error(*t.Get("store"), "store", "must be \"memory\" (SQLite and Redis stores are not built yet)");
+  }
+  RETURN_IF_ERROR(t.Integer("max_entries", &c->max_entries, 1, INT64_MAX));
+  RETURN_IF_ERROR(t.Integer("max_bytes", &c->max_bytes, 1, INT64_MAX));
   return t.NoOtherKeys();
 }
 
@@ -253,9 +266,9 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
   config.path = path;
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
-    if (k != "backend" && k != "route" && k != "server") {
+    if (k != "backend" && k != "route" && k != "server" && k != "cache") {
       return InvalidArgumentError(path + ":" + std::to_string(node.source().begin.line) + ": unknown key '" + k +
-                                  "' (expected [[backend]], [[route]] or [server])");
+                                  "' (expected [[backend]], [[route]], [server] or [cache])");
     }
   }
   auto tables = [&](const char* key, const std::function<Status(const toml::table&, size_t)>& fn) -> Status {
@@ -314,6 +327,11 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     if (!n->is_table()) return InvalidArgumentError(path + ": 'server' must be a table: [server]");
     TableReader reader(*n->as_table(), path, "[server]");
     RETURN_IF_ERROR(ReadServer(reader, env, &config.server));
+  }
+  if (const toml::node* n = root.get("cache")) {
+    if (!n->is_table()) return InvalidArgumentError(path + ": 'cache' must be a table: [cache]");
+    TableReader reader(*n->as_table(), path, "[cache]");
+    RETURN_IF_ERROR(ReadCache(reader, &config.cache));
   }
   const bool any_embedding = std::any_of(config.backends.begin(), config.backends.end(),
                                          [](const BackendConfig& b) { return b.kind == "embedding"; });

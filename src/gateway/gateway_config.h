@@ -6,6 +6,7 @@
 //   [[backend]]                 name, kind = "local" | "openai" | "embedding", ...
 //   [[route]]                   model, backends = [...], policy
 //   [server]                    host, port, api_key_env, ... (flags win)
+//   [cache]                     store, max_entries, max_bytes
 #pragma once
 
 #include <optional>
@@ -41,6 +42,15 @@ struct RouteConfig {
   int max_attempts = 0;               // backends tried per request; 0: all of them
   size_t affinity_prefix_chars = 512; // prefix-affinity: leading characters of the prompt hashed
   double ewma_alpha = 0.2;            // latency: weight of the newest TTFT sample
+  bool exact_cache = false;           // answer repeated requests from the exact cache
+  double exact_cache_ttl = 3600;      // seconds an answer stays
+  bool cache_sampled = false;         // also cache answers of requests with temperature > 0
+};
+
+struct CacheConfig {
+  std::string store = "memory";       // where entries live (only "memory" yet)
+  size_t max_entries = 100000;
+  size_t max_bytes = 256 << 20;
 };
 
 struct ServerConfig {
@@ -58,6 +68,7 @@ struct GatewayConfig {
   std::vector<BackendConfig> backends;
   std::vector<RouteConfig> routes;
   ServerConfig server;
+  CacheConfig cache;
 };
 
 // `getenv` reads the environment variables that api_key_env names (a test passes its own).

@@ -118,6 +118,36 @@ max_inputs = 64
       << ErrorOf("[[backend]]\nname = \"enc\"\nkind = \"embedding\"\nmodel = \"m.gguf\"\npooling = \"max\"\n");
 }
 
+TEST(GatewayConfigTest, ExactCacheKeysAndTheCacheTable) {
+  StatusOr<GatewayConfig> c = Parse(R"(
+[[backend]]
+name = "a"
+kind = "openai"
+base_url = "http://127.0.0.1:9001/v1"
+[[route]]
+model = "chat"
+backends = ["a"]
+exact_cache = true
+exact_cache_ttl = 600
+cache_sampled = true
+[cache]
+store = "memory"
+max_entries = 5000
+max_bytes = 1048576
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->routes[0].exact_cache);
+  EXPECT_DOUBLE_EQ(c->routes[0].exact_cache_ttl, 600);
+  EXPECT_TRUE(c->routes[0].cache_sampled);
+  EXPECT_EQ(c->cache.max_entries, 5000u);
+  EXPECT_EQ(c->cache.max_bytes, 1048576u);
+  const std::string base = "[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://h/v1\"\n"
+                           "[[route]]\nmodel = \"chat\"\nbackends = [\"a\"]\n";
+  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"sqlite:x.db\"\n").find("key 'store': must be \"memory\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[cache]\nmax_entrys = 3\n").find("max_entrys"), std::string::npos);
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
             "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\" or \"embedding\", not \"grpc\"");
@@ -142,7 +172,7 @@ TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_NE(ErrorOf("[[backend]\nname = 1").find("t.toml:1:"), std::string::npos) << "TOML syntax";
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n").find("no [[route]]"),
             std::string::npos);
-  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]] or [server])");
+  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [server] or [cache])");
   EXPECT_NE(ErrorOf("[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x'\n[[backend]]\nname='a'\nkind='openai'\n"
                     "base_url='http://y'\n").find("a second backend named 'a'"),
             std::string::npos);

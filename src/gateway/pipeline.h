@@ -24,6 +24,22 @@ struct GatewayRequest {
   std::string request_id;                      // x-request-id
   std::string tenant;                          // who asked (the API key's owner), for scoping
   std::chrono::steady_clock::time_point arrival;
+  std::string cache_control;                   // the client's Cache-Control header, lower-case
+  // Set by the cache stages: "hit", "miss" or "bypass" (x-tachyon-cache), the
+  // entry's age for a hit, and whether the answer may be stored.
+  std::string cache_status;
+  double cache_age_seconds = -1;
+  std::string cache_key;                       // the exact cache's key of this request ("" : not cached)
+};
+
+// A complete answer as the backend gave it, for stages that store answers.
+struct CapturedAnswer {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;          // as the client named it
+  std::string text;           // the whole content
+  std::string finish_reason;
+  bool has_usage = false;
+  Usage usage;
 };
 
 // A stage's own answer: replayed to the client like a backend's (the chunks of a
@@ -43,6 +59,10 @@ class Stage {
   // Process does work that would stall an I/O thread (embedding a message): the
   // gateway then runs the pipeline on a worker.
   virtual bool costly() const { return false; }
+  // Stages that store answers: the gateway then collects each backend answer
+  // that ends complete (kOk) and calls OnAnswer on the backend's thread.
+  virtual bool wants_answers() const { return false; }
+  virtual void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) {}
 };
 
 class Pipeline {
@@ -55,6 +75,18 @@ class Pipeline {
     }
     return false;
   }
+  bool wants_answers() const {
+    for (const auto& stage : stages_) {
+      if (stage->wants_answers()) return true;
+    }
+    return false;
+  }
+  void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) const {
+    for (const auto& stage : stages_) {
+      if (stage->wants_answers()) stage->OnAnswer(request, answer);
+    }
+  }
+  const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
   // Runs the stages in order until one answers.
   std::optional<StageAnswer> Run(GatewayRequest& request) const {
     for (const auto& stage : stages_) {

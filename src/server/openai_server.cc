@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 
 #include "api/embeddings.h"
@@ -79,6 +80,8 @@ class HttpSink : public GatewaySink {
     HttpHeaders h = {{"x-request-id", request_id_}};
     if (!info.route.empty()) h.emplace_back("x-tachyon-route", info.route);
     if (!info.backend.empty()) h.emplace_back("x-tachyon-backend", info.backend);
+    if (!info.cache.empty()) h.emplace_back("x-tachyon-cache", info.cache);
+    if (info.cache_age_seconds >= 0) h.emplace_back("age", std::to_string(static_cast<int64_t>(info.cache_age_seconds)));
     return h;
   }
 
@@ -92,6 +95,7 @@ class HttpSink : public GatewaySink {
                            {"stream", request_->stream},
                            {"ttft_ms", info.ttft_seconds >= 0 ? info.ttft_seconds * 1e3 : 0.0},
                            {"e2e_ms", info.e2e_seconds >= 0 ? info.e2e_seconds * 1e3 : 0.0}};
+    if (!info.cache.empty()) line["cache"] = info.cache;
     if (result.has_usage) {
       line["prompt_tokens"] = result.usage.prompt_tokens;
       line["completion_tokens"] = result.usage.completion_tokens;
@@ -195,6 +199,9 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
                    .request_id = request_id,
                    .tenant = "",  // one API key (or none) is one tenant; per-key tenants come with several keys
                    .arrival = arrival};
+  if (auto it = http.headers.find("cache-control"); it != http.headers.end()) {
+    for (char c : it->second) g.cache_control += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));

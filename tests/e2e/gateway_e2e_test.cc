@@ -194,6 +194,55 @@ TEST_F(GatewayE2eTest, ALocalEngineAndAnUpstreamBehindOneFrontDoor) {
   fs::remove(model);
 }
 
+// The exact cache through the real binary: a repeat is answered without the
+// upstream in both shapes, Cache-Control is honoured, errors are never stored.
+TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
+  auto good = Upstream({});
+  auto failing = Upstream({"--status", "500"});
+  ASSERT_TRUE(good->started() && failing->started());
+  const std::string config = WriteConfig(
+      "cache.toml", Backend("good", *good) + Backend("failing", *failing, "breaker_failures = 1000") +
+                        "[[route]]\nmodel = \"chat\"\nbackends = [\"good\"]\nexact_cache = true\n"
+                        "[[route]]\nmodel = \"broken\"\nbackends = [\"failing\"]\nexact_cache = true\n"
+                        "[cache]\nmax_entries = 100\n");
+  ServerProcess gateway({"--config", config});
+  ASSERT_TRUE(gateway.started());
+  const std::string chat = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0)";
+  const std::string url = gateway.url() + "/v1/chat/completions";
+  const std::string miss = Post(url, chat + "}", "-i");
+  EXPECT_NE(miss.find("x-tachyon-cache: miss"), std::string::npos) << miss;
+  EXPECT_NE(miss.find("x-tachyon-backend: good"), std::string::npos);
+  const std::string hit = Post(url, chat + "}", "-i");
+  EXPECT_NE(hit.find("x-tachyon-cache: hit"), std::string::npos) << hit;
+  EXPECT_NE(hit.find("x-tachyon-backend: exact-cache"), std::string::npos);
+  EXPECT_NE(hit.find("\nage: "), std::string::npos);
+  auto body = nlohmann::json::parse(hit.substr(hit.find("\r\n\r\n") + 4));
+  EXPECT_EQ(body["choices"][0]["message"]["content"], " tok tok tok tok tok");
+  // The same request streamed: the stored answer as SSE, with usage and one [DONE].
+  const std::string streamed =
+      Post(url, chat + R"(,"stream":true,"stream_options":{"include_usage":true}})", "-i -N");
+  EXPECT_NE(streamed.find("x-tachyon-cache: hit"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find(" tok tok tok tok tok"), std::string::npos);
+  EXPECT_NE(streamed.find("\"usage\""), std::string::npos);
+  EXPECT_EQ(streamed.find("[DONE]"), streamed.rfind("[DONE]"));
+  // no-store and sampled requests pass by; no-cache asks the upstream again.
+  EXPECT_NE(Post(url, chat + "}", "-i -H 'Cache-Control: no-store'").find("x-tachyon-cache: bypass"), std::string::npos);
+  EXPECT_NE(Post(url, chat + "}", "-i -H 'Cache-Control: no-cache'").find("x-tachyon-backend: good"), std::string::npos);
+  EXPECT_NE(Post(url, R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":5})", "-i")
+                .find("x-tachyon-cache: bypass"),
+            std::string::npos);
+  // An upstream error is never stored: the second request reaches the upstream too.
+  const std::string broken = R"({"model":"broken","messages":[{"role":"user","content":"hi"}],"temperature":0})";
+  for (int i = 0; i < 2; ++i) {
+    const std::string r = Post(url, broken, "-i");
+    EXPECT_NE(r.find("x-tachyon-cache: miss"), std::string::npos) << r;
+  }
+  const std::string metrics = Curl(gateway.url() + "/metrics");
+  EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
 TEST_F(GatewayE2eTest, ConfigErrorsNameTheFileLineAndKey) {
   const std::string config = WriteConfig("bad.toml", "[[backend]]\nname = \"a\"\nkind = \"grpc\"\n");
   CommandResult run = RunTachyon("serve --config " + config + " --port 0");

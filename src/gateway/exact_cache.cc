@@ -1,0 +1,204 @@
+#include "gateway/exact_cache.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <xxhash.h>
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Integral floats become integers (1.0 and 1 are the same request); object
+// keys are already sorted (nlohmann::json keeps them in a std::map).
+nlohmann::json Canonical(const nlohmann::json& v) {
+  if (v.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = Canonical(it.value());
+    return out;
+  }
+  if (v.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const nlohmann::json& x : v) out.push_back(Canonical(x));
+    return out;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9007199254740992.0) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return v;
+}
+
+bool HasDirective(const std::string& cache_control, std::string_view directive) {
+  size_t pos = 0;
+  while ((pos = cache_control.find(directive, pos)) != std::string::npos) {
+    const bool start = pos == 0 || cache_control[pos - 1] == ' ' || cache_control[pos - 1] == ',';
+    const size_t end = pos + directive.size();
+    const bool stop = end == cache_control.size() || cache_control[end] == ',' || cache_control[end] == ' ' ||
+                      cache_control[end] == '=';
+    if (start && stop) return true;
+    pos = end;
+  }
+  return false;
+}
+
+// The text in pieces of about `size` bytes, cut at UTF-8 character boundaries.
+std::vector<std::string> Pieces(const std::string& text, size_t size) {
+  std::vector<std::string> pieces;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = std::min(text.size(), start + size);
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+    pieces.push_back(text.substr(start, end - start));
+    start = end;
+  }
+  return pieces;
+}
+
+}  // namespace
+
+std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
+  nlohmann::json body = request.body.is_object() ? request.body : nlohmann::json::object();
+  for (const char* field : {"stream", "stream_options", "user", "model"}) body.erase(field);
+  return route + "\n" + tenant + "\n" + (request.endpoint == Endpoint::kChatCompletions ? "chat" : "completions") +
+         "\n" + Canonical(body).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<ExactCache::Entry> ExactCache::Find(const std::string& key, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  if (it->second->second.expires <= now) {
+    bytes_ -= it->second->second.bytes;
+    lru_.erase(it->second);
+    index_.erase(it);
+    return std::nullopt;
+  }
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_point now, double ttl_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = index_.find(key); it != index_.end()) {
+    bytes_ -= it->second->second.bytes;
+    lru_.erase(it->second);
+    index_.erase(it);
+  }
+  Entry e{.answer = std::move(answer),
+          .stored = now,
+          .expires = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_seconds))};
+  e.bytes = key.size() + e.answer.text.size() + e.answer.model.size() + e.answer.finish_reason.size() + 128;
+  if (e.bytes > max_bytes_) return;  // larger than the whole cache
+  bytes_ += e.bytes;
+  lru_.emplace_front(key, std::move(e));
+  index_[key] = lru_.begin();
+  EvictLocked();
+}
+
+void ExactCache::EvictLocked() {
+  while (!lru_.empty() && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
+    bytes_ -= lru_.back().second.bytes;
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+size_t ExactCache::entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lru_.size();
+}
+
+size_t ExactCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+ExactCacheStage::ExactCacheStage(ExactCacheOptions options, std::shared_ptr<ExactCache> store,
+                                 MetricsRegistry* metrics)
+    : options_(std::move(options)),
+      store_(store ? std::move(store) : std::make_shared<ExactCache>(options_.max_entries, options_.max_bytes)),
+      lookups_(&metrics->AddCounter("tachyon:cache_lookups_total", "Cache lookups by cache kind and result",
+                                    {"kind", "result"})) {
+  // The gauges follow the store at every write.
+  entries_ = &metrics->AddGauge("tachyon:cache_entries", "Entries held by a cache", {"kind"}).With({"exact"});
+  bytes_ = &metrics->AddGauge("tachyon:cache_bytes", "Bytes held by a cache", {"kind"}).With({"exact"});
+  entries_->Set(static_cast<double>(store_->entries()));
+  bytes_->Set(static_cast<double>(store_->bytes()));
+}
+
+std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
+  const CompletionRequest& r = *request.request;
+  auto route = options_.routes.find(r.model);
+  if (route == options_.routes.end()) return std::nullopt;  // this route is not cached
+  auto result = [&](const char* status) {
+    request.cache_status = status;
+    lookups_->With({"exact", status}).Add();
+  };
+  const bool sampled = r.sampling.temperature > 0;
+  if (HasDirective(request.cache_control, "no-store") || (sampled && !route->second.sampled) || r.n != 1) {
+    result("bypass");
+    return std::nullopt;
+  }
+  request.cache_key = ExactCacheKeyText(r, r.model, request.tenant);
+  XXH128_hash_t h = XXH3_128bits(request.cache_key.data(), request.cache_key.size());
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  request.cache_key = hex;
+  if (HasDirective(request.cache_control, "no-cache")) {
+    result("miss");  // asked for a fresh answer; it is stored
+    return std::nullopt;
+  }
+  const Clock::time_point now = Clock::now();
+  std::optional<ExactCache::Entry> entry = store_->Find(request.cache_key, now);
+  if (!entry) {
+    result("miss");
+    return std::nullopt;
+  }
+  result("hit");
+  request.cache_age_seconds = std::chrono::duration<double>(now - entry->stored).count();
+  return RenderCachedAnswer(entry->answer, request);
+}
+
+void ExactCacheStage::OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) {
+  if (request.cache_key.empty() || request.cache_status == "hit") return;
+  if (answer.finish_reason != "stop" && answer.finish_reason != "length") return;
+  auto route = options_.routes.find(request.request->model);
+  if (route == options_.routes.end()) return;
+  store_->Put(request.cache_key, answer, Clock::now(), route->second.ttl_seconds);
+  entries_->Set(static_cast<double>(store_->entries()));
+  bytes_->Set(static_cast<double>(store_->bytes()));
+}
+
+StageAnswer RenderCachedAnswer(const CapturedAnswer& answer, const GatewayRequest& request) {
+  const CompletionRequest& r = *request.request;
+  StageAnswer out;
+  out.answered_by = "exact-cache";
+  BackendResult& result = out.result;
+  result.kind = BackendResult::Kind::kOk;
+  result.finish_reason = answer.finish_reason;
+  result.has_usage = answer.has_usage;
+  result.usage = answer.usage;
+  if (!r.stream) {
+    result.body = CompletionBody(r.endpoint, request.id, request.created, answer.model, answer.text,
+                                 answer.finish_reason, answer.usage);
+    return out;
+  }
+  bool first = true;
+  for (const std::string& piece : Pieces(answer.text, 64)) {
+    out.chunks.push_back({ChunkBody(r.endpoint, request.id, request.created, answer.model, piece, "", first), piece, ""});
+    first = false;
+  }
+  out.chunks.push_back({ChunkBody(r.endpoint, request.id, request.created, answer.model, "", answer.finish_reason, first),
+                        "", answer.finish_reason});
+  if (r.include_usage && answer.has_usage) {
+    out.chunks.push_back({UsageChunkBody(r.endpoint, request.id, request.created, answer.model, answer.usage), "", ""});
+  }
+  return out;
+}
+
+}  // namespace tachyon

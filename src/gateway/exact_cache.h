@@ -1,0 +1,97 @@
+// The exact cache: a request seen before, with everything that changes its
+// answer equal, is answered from the stored answer without calling a backend.
+//
+// Key: XXH3-128 of the route, the tenant and the canonical form (keys sorted,
+// integral numbers written as integers) of the request body without the fields
+// that do not change the answer (stream, stream_options, user, model: the route
+// stands for it). So messages with the system prompt, tools, tool_choice,
+// response_format, sampling parameters, stop, seed and logprobs are all in it.
+//
+// Stored: only complete answers (the backend's kOk) with finish reason "stop"
+// or "length", one choice, no tool calls; never a partial stream, an error or a
+// cancelled request. A request with temperature > 0 (OpenAI's default is 1) is
+// cached only when its route allows sampled answers. Cache-Control from the
+// client: no-cache skips the lookup (the fresh answer is stored), no-store
+// skips both. A hit is replayed in the client's shape: a whole body, or an SSE
+// stream (content in pieces, the finish chunk, usage when asked, [DONE]).
+//
+// The store is in memory: LRU over max_entries and max_bytes, a TTL per route.
+#pragma once
+
+#include <chrono>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "gateway/pipeline.h"
+#include "obs/metrics.h"
+
+namespace tachyon {
+
+struct ExactCacheRouteOptions {
+  double ttl_seconds = 3600;
+  bool sampled = false;  // cache answers of requests with temperature > 0
+};
+
+struct ExactCacheOptions {
+  size_t max_entries = 100000;
+  size_t max_bytes = 256 << 20;
+  std::unordered_map<std::string, ExactCacheRouteOptions> routes;  // by route name: the routes cached
+};
+
+// The canonical key text of a request for a route (exposed for tests).
+std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant);
+
+class ExactCache {
+ public:
+  struct Entry {
+    CapturedAnswer answer;
+    std::chrono::steady_clock::time_point stored;
+    std::chrono::steady_clock::time_point expires;
+    size_t bytes = 0;
+  };
+
+  ExactCache(size_t max_entries, size_t max_bytes) : max_entries_(max_entries), max_bytes_(max_bytes) {}
+
+  // The entry, if present and not expired (an expired one is dropped); refreshes its LRU place.
+  std::optional<Entry> Find(const std::string& key, std::chrono::steady_clock::time_point now);
+  void Put(const std::string& key, CapturedAnswer answer, std::chrono::steady_clock::time_point now,
+           double ttl_seconds);
+  size_t entries() const;
+  size_t bytes() const;
+
+ private:
+  void EvictLocked();
+  using Lru = std::list<std::pair<std::string, Entry>>;  // most recent first
+  const size_t max_entries_, max_bytes_;
+  mutable std::mutex mutex_;
+  Lru lru_;                                                // guarded by mutex_
+  std::unordered_map<std::string, Lru::iterator> index_;  // guarded by mutex_
+  size_t bytes_ = 0;                                       // guarded by mutex_
+};
+
+class ExactCacheStage : public Stage {
+ public:
+  // `store` may be carried over from the previous configuration (a reload keeps the entries).
+  ExactCacheStage(ExactCacheOptions options, std::shared_ptr<ExactCache> store, MetricsRegistry* metrics);
+
+  std::string_view name() const override { return "exact-cache"; }
+  std::optional<StageAnswer> Process(GatewayRequest& request) override;
+  bool wants_answers() const override { return true; }
+  void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) override;
+
+  const std::shared_ptr<ExactCache>& store() const { return store_; }
+
+ private:
+  ExactCacheOptions options_;
+  std::shared_ptr<ExactCache> store_;
+  CounterFamily* lookups_;  // {kind, result}
+  Gauge* entries_;
+  Gauge* bytes_;
+};
+
+// A stored answer rendered for a request (its id, created, stream or not).
+StageAnswer RenderCachedAnswer(const CapturedAnswer& answer, const GatewayRequest& request);
+
+}  // namespace tachyon

@@ -1,0 +1,136 @@
+#include "gateway/exact_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+CompletionRequest Parse(const std::string& body) {
+  auto parsed = ParseCompletionRequest(body, Endpoint::kChatCompletions);
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << body;
+  return std::get<CompletionRequest>(parsed);
+}
+
+GatewayRequest Request(const std::string& body, std::string cache_control = "") {
+  return GatewayRequest{.request = std::make_shared<CompletionRequest>(Parse(body)),
+                        .id = "chatcmpl-1",
+                        .created = 7,
+                        .cache_control = std::move(cache_control)};
+}
+
+constexpr char kHi[] = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":0})";
+
+TEST(ExactCacheKeyTest, EverythingThatChangesTheAnswerAndNothingElse) {
+  const std::string base = ExactCacheKeyText(Parse(kHi), "chat", "");
+  // Key order, 0 vs 0.0, stream, stream_options and user do not change the answer.
+  EXPECT_EQ(ExactCacheKeyText(Parse(R"({"temperature":0.0,"messages":[{"content":"hi","role":"user"}],"model":"chat",
+                                       "stream":true,"stream_options":{"include_usage":true},"user":"u"})"),
+                              "chat", ""),
+            base);
+  // The system prompt, sampling, tools, the route and the tenant do.
+  EXPECT_NE(ExactCacheKeyText(Parse(R"({"model":"chat","messages":[{"role":"system","content":"be brief"},
+                                       {"role":"user","content":"hi"}],"temperature":0})"),
+                              "chat", ""),
+            base);
+  EXPECT_NE(ExactCacheKeyText(Parse(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":0,
+                                       "max_tokens":5})"),
+                              "chat", ""),
+            base);
+  EXPECT_NE(ExactCacheKeyText(Parse(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":0,
+                                       "tools":[{"type":"function","function":{"name":"f"}}]})"),
+                              "chat", ""),
+            base);
+  EXPECT_NE(ExactCacheKeyText(Parse(kHi), "other", ""), base);
+  EXPECT_NE(ExactCacheKeyText(Parse(kHi), "chat", "tenant-b"), base);
+}
+
+TEST(ExactCacheStoreTest, LruByEntriesAndBytesAndTtl) {
+  ExactCache cache(2, 1 << 20);
+  const Clock::time_point t0 = Clock::now();
+  cache.Put("a", {.text = "A"}, t0, 10);
+  cache.Put("b", {.text = "B"}, t0, 10);
+  ASSERT_TRUE(cache.Find("a", t0));  // a is now the most recent
+  cache.Put("c", {.text = "C"}, t0, 10);
+  EXPECT_FALSE(cache.Find("b", t0)) << "the least recently used goes first";
+  EXPECT_EQ(cache.Find("a", t0)->answer.text, "A");
+  EXPECT_EQ(cache.entries(), 2u);
+  EXPECT_FALSE(cache.Find("c", t0 + std::chrono::seconds(11))) << "expired";
+  EXPECT_EQ(cache.entries(), 1u);
+  ExactCache small(100, 400);
+  small.Put("x", {.text = std::string(200, 'x')}, t0, 10);
+  small.Put("y", {.text = std::string(200, 'y')}, t0, 10);
+  EXPECT_FALSE(small.Find("x", t0)) << "over max_bytes: the oldest goes";
+  EXPECT_TRUE(small.Find("y", t0));
+  EXPECT_LE(small.bytes(), 400u);
+  small.Put("z", {.text = std::string(1000, 'z')}, t0, 10);
+  EXPECT_FALSE(small.Find("z", t0)) << "larger than the whole cache: not kept";
+}
+
+TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {
+  MetricsRegistry metrics;
+  ExactCacheStage stage({.routes = {{"chat", {.ttl_seconds = 60}}}}, nullptr, &metrics);
+  GatewayRequest first = Request(kHi);
+  EXPECT_FALSE(stage.Process(first));
+  EXPECT_EQ(first.cache_status, "miss");
+  ASSERT_FALSE(first.cache_key.empty());
+  const CapturedAnswer answer{.model = "chat", .text = "Hello there, how can I help?", .finish_reason = "stop",
+                              .has_usage = true, .usage = {3, 7}};
+  stage.OnAnswer(first, CapturedAnswer{.text = "partial", .finish_reason = "tool_calls"});  // not stored
+  GatewayRequest again = Request(kHi);
+  EXPECT_FALSE(stage.Process(again));
+  stage.OnAnswer(first, answer);
+  GatewayRequest hit = Request(kHi);
+  std::optional<StageAnswer> a = stage.Process(hit);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(hit.cache_status, "hit");
+  EXPECT_GE(hit.cache_age_seconds, 0);
+  EXPECT_EQ(a->answered_by, "exact-cache");
+  nlohmann::json body = nlohmann::json::parse(a->result.body);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], answer.text);
+  EXPECT_EQ(body["id"], "chatcmpl-1");  // the new request's id
+  EXPECT_EQ(body["usage"]["completion_tokens"], 7);
+
+  // Cache-Control: no-store passes by; no-cache looks nothing up.
+  GatewayRequest no_store = Request(kHi, "no-store");
+  EXPECT_FALSE(stage.Process(no_store));
+  EXPECT_EQ(no_store.cache_status, "bypass");
+  EXPECT_TRUE(no_store.cache_key.empty());
+  GatewayRequest no_cache = Request(kHi, "max-age=0, no-cache");
+  EXPECT_FALSE(stage.Process(no_cache));
+  EXPECT_EQ(no_cache.cache_status, "miss");
+  EXPECT_FALSE(no_cache.cache_key.empty());
+  // Sampled requests (temperature defaults to 1) and other routes are not cached.
+  GatewayRequest sampled = Request(R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_FALSE(stage.Process(sampled));
+  EXPECT_EQ(sampled.cache_status, "bypass");
+  GatewayRequest other = Request(R"({"model":"other","messages":[{"role":"user","content":"hi"}],"temperature":0})");
+  EXPECT_FALSE(stage.Process(other));
+  EXPECT_EQ(other.cache_status, "");
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
+}
+
+TEST(ExactCacheStageTest, StreamingReplayInPiecesWithUsage) {
+  GatewayRequest r = Request(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":0,
+                                 "stream":true,"stream_options":{"include_usage":true}})");
+  const std::string text = std::string(100, 'a') + "\xc3\xa9" + std::string(50, 'b');  // a 2-byte character at 100
+  StageAnswer a = RenderCachedAnswer({.model = "chat", .text = text, .finish_reason = "length", .has_usage = true,
+                                      .usage = {1, 2}},
+                                     r);
+  ASSERT_GE(a.chunks.size(), 4u);  // 3 content pieces, the finish chunk, usage
+  std::string joined;
+  for (const BackendChunk& c : a.chunks) joined += c.text;
+  EXPECT_EQ(joined, text);
+  for (const BackendChunk& c : a.chunks) EXPECT_FALSE(nlohmann::json::parse(c.event).is_discarded());
+  EXPECT_EQ(nlohmann::json::parse(a.chunks[0].event)["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(a.chunks[a.chunks.size() - 2].finish_reason, "length");
+  EXPECT_TRUE(nlohmann::json::parse(a.chunks.back().event).contains("usage"));
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -31,6 +31,8 @@ exact_cache = true
 [[route]]
 model = "plain"
 backends = ["mock"]
+[cache]
+store = "sqlite:$work/cache.db"
 TOML
 start gateway 0 -- "$tachyon" serve --config "$work/gateway.toml" --port 0 --io-threads 1 --workers 1 --no-access-log
 gateway=$url

@@ -58,6 +58,10 @@ std::vector<std::string> Pieces(const std::string& text, size_t size) {
   return pieces;
 }
 
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
@@ -75,33 +79,63 @@ std::optional<ExactCache::Entry> ExactCache::Find(const std::string& key, Clock:
     bytes_ -= it->second->second.bytes;
     lru_.erase(it->second);
     index_.erase(it);
+    if (db_) db_->Delete(key);
     return std::nullopt;
   }
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
 }
 
-void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_point now, double ttl_seconds) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void ExactCache::InsertLocked(const std::string& key, Entry e) {
   if (auto it = index_.find(key); it != index_.end()) {
     bytes_ -= it->second->second.bytes;
     lru_.erase(it->second);
     index_.erase(it);
   }
-  Entry e{.answer = std::move(answer),
-          .stored = now,
-          .expires = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_seconds))};
   e.bytes = key.size() + e.answer.text.size() + e.answer.model.size() + e.answer.finish_reason.size() + 128;
-  if (e.bytes > max_bytes_) return;  // larger than the whole cache
   bytes_ += e.bytes;
   lru_.emplace_front(key, std::move(e));
   index_[key] = lru_.begin();
+}
+
+void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_point now, double ttl_seconds) {
+  const size_t bytes = key.size() + answer.text.size() + answer.model.size() + answer.finish_reason.size() + 128;
+  if (bytes > max_bytes_) return;  // larger than the whole cache
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (db_) {
+    const double unix_now = UnixNow();
+    db_->Put({key, answer, unix_now, unix_now + ttl_seconds});
+  }
+  InsertLocked(key, Entry{.answer = std::move(answer),
+                          .stored = now,
+                          .expires = now + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(ttl_seconds))});
   EvictLocked();
+}
+
+Status ExactCache::Load() {
+  if (!db_) return Status::Ok();
+  const double unix_now = UnixNow();
+  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(unix_now, max_entries_));
+  const Clock::time_point now = Clock::now();
+  auto offset = [&](double unix_time) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
+  };
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Oldest first, so that the most recent ends at the front of the LRU.
+  for (auto it = stored.rbegin(); it != stored.rend(); ++it) {
+    InsertLocked(it->key, Entry{.answer = std::move(it->answer),
+                                .stored = now + offset(it->stored_unix),
+                                .expires = now + offset(it->expires_unix)});
+  }
+  EvictLocked();
+  return Status::Ok();
 }
 
 void ExactCache::EvictLocked() {
   while (!lru_.empty() && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
     bytes_ -= lru_.back().second.bytes;
+    if (db_) db_->Delete(lru_.back().first);
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }

@@ -15,7 +15,9 @@
 // skips both. A hit is replayed in the client's shape: a whole body, or an SSE
 // stream (content in pieces, the finish chunk, usage when asked, [DONE]).
 //
-// The store is in memory: LRU over max_entries and max_bytes, a TTL per route.
+// The store: an in-memory LRU over max_entries and max_bytes with a TTL per
+// route, written through to a CacheDb (SQLite) when there is one, and filled
+// from it at start.
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "gateway/cache_db.h"
 #include "gateway/pipeline.h"
 #include "obs/metrics.h"
 
@@ -52,7 +55,12 @@ class ExactCache {
     size_t bytes = 0;
   };
 
-  ExactCache(size_t max_entries, size_t max_bytes) : max_entries_(max_entries), max_bytes_(max_bytes) {}
+  ExactCache(size_t max_entries, size_t max_bytes, std::unique_ptr<CacheDb> db = nullptr)
+      : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {}
+
+  // Reads the database's live entries into memory (most recent first, within the limits).
+  Status Load();
+  CacheDb* db() const { return db_.get(); }
 
   // The entry, if present and not expired (an expired one is dropped); refreshes its LRU place.
   std::optional<Entry> Find(const std::string& key, std::chrono::steady_clock::time_point now);
@@ -63,8 +71,10 @@ class ExactCache {
 
  private:
   void EvictLocked();
+  void InsertLocked(const std::string& key, Entry entry);
   using Lru = std::list<std::pair<std::string, Entry>>;  // most recent first
   const size_t max_entries_, max_bytes_;
+  std::unique_ptr<CacheDb> db_;  // null: memory only
   mutable std::mutex mutex_;
   Lru lru_;                                                // guarded by mutex_
   std::unordered_map<std::string, Lru::iterator> index_;  // guarded by mutex_

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 namespace tachyon {
@@ -68,6 +69,35 @@ TEST(ExactCacheStoreTest, LruByEntriesAndBytesAndTtl) {
   EXPECT_LE(small.bytes(), 400u);
   small.Put("z", {.text = std::string(1000, 'z')}, t0, 10);
   EXPECT_FALSE(small.Find("z", t0)) << "larger than the whole cache: not kept";
+}
+
+// The SQLite store behind the memory LRU: entries come back after a restart,
+// most recent first, without the expired and the evicted.
+TEST(ExactCacheStoreTest, SqliteKeepsEntriesAcrossARestart) {
+  const std::string dir = ::testing::TempDir() + "/tachyon_cache_db_" + std::to_string(::getpid());
+  const std::string path = dir + "/sub/cache.db";
+  std::filesystem::remove_all(dir);
+  const Clock::time_point t0 = Clock::now();
+  {
+    auto db = *CacheDb::Open(path);  // the directory is made
+    ExactCache cache(2, 1 << 20, std::move(db));
+    cache.Put("a", {.model = "chat", .text = "A", .finish_reason = "stop", .has_usage = true, .usage = {1, 2}}, t0, 60);
+    cache.Put("short", {.text = "S"}, t0, 0.001);
+    cache.Put("b", {.text = "B"}, t0, 60);
+    cache.Put("c", {.text = "C"}, t0, 60);  // evicts "a" (2 entries at most)
+    cache.db()->Flush();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "short" expires
+  ExactCache reopened(10, 1 << 20, *CacheDb::Open(path));
+  ASSERT_TRUE(reopened.Load().ok());
+  EXPECT_EQ(reopened.entries(), 2u);
+  EXPECT_FALSE(reopened.Find("a", Clock::now()));
+  EXPECT_FALSE(reopened.Find("short", Clock::now()));
+  ASSERT_TRUE(reopened.Find("c", Clock::now()));
+  EXPECT_EQ(reopened.Find("c", Clock::now())->answer.text, "C");
+  EXPECT_EQ(reopened.Find("b", Clock::now())->answer.text, "B");
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(CacheDb::Open("/proc/no/such/dir/cache.db").ok());
 }
 
 TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {

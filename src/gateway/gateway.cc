@@ -522,14 +522,27 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     if (r.exact_cache) cache.routes[r.model] = {.ttl_seconds = r.exact_cache_ttl, .sampled = r.cache_sampled};
   }
   if (!cache.routes.empty()) {
-    // A reload keeps the entries when the store's limits are unchanged.
+    // A reload keeps the store (and its entries) when [cache] is unchanged.
+    const std::string store_key = config.cache.store + "\n" + std::to_string(config.cache.max_entries) + "\n" +
+                                  std::to_string(config.cache.max_bytes);
     std::shared_ptr<ExactCache> store;
-    if (previous != nullptr && previous->exact_cache_ && previous->cache_limits_ == std::pair(cache.max_entries, cache.max_bytes)) {
+    if (previous != nullptr && previous->exact_cache_ && previous->cache_store_key_ == store_key) {
       store = previous->exact_cache_;
+    } else {
+      std::unique_ptr<CacheDb> db;
+      if (config.cache.store.rfind("sqlite:", 0) == 0) {
+        StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7));
+        if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
+        db = std::move(opened).value();
+      }
+      store = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, std::move(db));
+      if (Status loaded = store->Load(); !loaded.ok()) {
+        return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
+      }
     }
-    auto stage = std::make_unique<ExactCacheStage>(std::move(cache), std::move(store), metrics);
-    g->exact_cache_ = stage->store();
-    g->cache_limits_ = {config.cache.max_entries, config.cache.max_bytes};
+    auto stage = std::make_unique<ExactCacheStage>(std::move(cache), store, metrics);
+    g->exact_cache_ = std::move(store);
+    g->cache_store_key_ = store_key;
     g->pipeline_.Add(std::move(stage));
   }
   for (const RouteConfig& r : config.routes) {

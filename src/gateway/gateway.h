@@ -128,7 +128,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::unordered_map<std::string, Route*> by_model_;
   Pipeline pipeline_;
   std::shared_ptr<ExactCache> exact_cache_;  // the exact cache stage's store, for a reload to keep
-  std::pair<size_t, size_t> cache_limits_;   // its max entries and bytes
+  std::string cache_store_key_;              // the [cache] table it was made from
 };
 
 }  // namespace tachyon

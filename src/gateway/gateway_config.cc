@@ -207,8 +207,9 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
 
 Status ReadCache(TableReader& t, CacheConfig* c) {
   RETURN_IF_ERROR(t.String("store", &c->store));
-  if (c->store != "memory") {
-    return t.Error(*t.Get("store"), "store", "must be \"memory\" (SQLite and Redis stores are not built yet)");
+  if (c->store != "memory" && (c->store.rfind("sqlite:", 0) != 0 || c->store.size() == 7)) {
+    return t.Error(*t.Get("store"), "store",
+                   "must be \"memory\" or \"sqlite:PATH\" (a Redis store is not built yet), not \"" + c->store + "\"");
   }
   RETURN_IF_ERROR(t.Integer("max_entries", &c->max_entries, 1, INT64_MAX));
   RETURN_IF_ERROR(t.Integer("max_bytes", &c->max_bytes, 1, INT64_MAX));

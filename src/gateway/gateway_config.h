@@ -48,7 +48,9 @@ struct RouteConfig {
 };
 
 struct CacheConfig {
-  std::string store = "memory";       // where entries live (only "memory" yet)
+  // Where entries live: "memory", or "sqlite:PATH" (relative to the working
+  // directory), which keeps them across restarts.
+  std::string store = "sqlite:.tachyon/cache.db";
   size_t max_entries = 100000;
   size_t max_bytes = 256 << 20;
 };

@@ -143,8 +143,10 @@ max_bytes = 1048576
   EXPECT_EQ(c->cache.max_bytes, 1048576u);
   const std::string base = "[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://h/v1\"\n"
                            "[[route]]\nmodel = \"chat\"\nbackends = [\"a\"]\n";
-  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"sqlite:x.db\"\n").find("key 'store': must be \"memory\""),
+  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"redis://127.0.0.1:6379\"\n").find("key 'store': must be \"memory\""),
             std::string::npos);
+  EXPECT_EQ(Parse(base)->cache.store, "sqlite:.tachyon/cache.db");  // the default
+  EXPECT_EQ(Parse(base + "[cache]\nstore = \"sqlite:/tmp/c.db\"\n")->cache.store, "sqlite:/tmp/c.db");
   EXPECT_NE(ErrorOf(base + "[cache]\nmax_entrys = 3\n").find("max_entrys"), std::string::npos);
 }
 

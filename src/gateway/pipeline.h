@@ -62,7 +62,7 @@ class Stage {
   // Stages that store answers: the gateway then collects each backend answer
   // that ends complete (kOk) and calls OnAnswer on the backend's thread.
   virtual bool wants_answers() const { return false; }
-  virtual void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) {}
+  virtual void OnAnswer(const GatewayRequest& /*request*/, const CapturedAnswer& /*answer*/) {}
 };
 
 class Pipeline {

@@ -204,8 +204,10 @@ TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
       "cache.toml", Backend("good", *good) + Backend("failing", *failing, "breaker_failures = 1000") +
                         "[[route]]\nmodel = \"chat\"\nbackends = [\"good\"]\nexact_cache = true\n"
                         "[[route]]\nmodel = \"broken\"\nbackends = [\"failing\"]\nexact_cache = true\n"
-                        "[cache]\nmax_entries = 100\n");
-  ServerProcess gateway({"--config", config});
+                        "[cache]\nmax_entries = 100\nstore = \"sqlite:" + TempFile("cache/exact.db") + "\"\n");
+  fs::remove_all(TempFile("cache"));
+  auto gateway_process = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
+  ServerProcess& gateway = *gateway_process;
   ASSERT_TRUE(gateway.started());
   const std::string chat = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0)";
   const std::string url = gateway.url() + "/v1/chat/completions";
@@ -241,6 +243,64 @@ TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
   EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
   EXPECT_EQ(gateway.Stop(), 0);
+  // The SQLite store keeps the answer across a restart.
+  gateway_process = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
+  ASSERT_TRUE(gateway_process->started());
+  const std::string after = Post(gateway_process->url() + "/v1/chat/completions", chat + "}", "-i");
+  EXPECT_NE(after.find("x-tachyon-cache: hit"), std::string::npos) << after;
+  EXPECT_NE(after.find(" tok tok tok tok tok"), std::string::npos);
+  EXPECT_EQ(gateway_process->Stop(), 0);
+  fs::remove_all(TempFile("cache"));
+}
+
+// kill -9 while answers are being written: after a restart every entry that is
+// served is whole (the upstream's exact answer), never a partial one.
+TEST_F(GatewayE2eTest, ExactCacheSurvivesKillNineWithoutPartialEntries) {
+  auto good = Upstream({});
+  ASSERT_TRUE(good->started());
+  const std::string db = TempFile("kill/exact.db");
+  fs::remove_all(TempFile("kill"));
+  const std::string config = WriteConfig(
+      "kill.toml", Backend("good", *good) +
+                       "[[route]]\nmodel = \"chat\"\nbackends = [\"good\"]\nexact_cache = true\n"
+                       "[cache]\nstore = \"sqlite:" + db + "\"\n");
+  auto gateway = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
+  ASSERT_TRUE(gateway->started());
+  const std::string url = gateway->url() + "/v1/chat/completions";
+  auto body = [](int i) {
+    return R"({"model":"chat","messages":[{"role":"user","content":"question )" + std::to_string(i) +
+           R"("}],"max_tokens":)" + std::to_string(1 + i % 7) + R"(,"temperature":0})";
+  };
+  constexpr int kRequests = 200;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = c; i < kRequests; i += 4) {
+        const std::string file = TempFile("kill_body_" + std::to_string(c) + ".json");
+        { std::ofstream(file) << body(i); }
+        Curl("-X POST -H 'Content-Type: application/json' --data-binary @" + file + " " + url);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  gateway->Kill();
+  for (std::thread& t : clients) t.join();
+  gateway = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
+  ASSERT_TRUE(gateway->started()) << "the store must open after a kill -9";
+  int hits = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string r = Post(gateway->url() + "/v1/chat/completions", body(i), "-i");
+    if (r.find("x-tachyon-cache: hit") == std::string::npos) continue;
+    ++hits;
+    auto answer = nlohmann::json::parse(r.substr(r.find("\r\n\r\n") + 4));
+    std::string expected;
+    for (int k = 0; k < 1 + i % 7; ++k) expected += " tok";
+    EXPECT_EQ(answer["choices"][0]["message"]["content"], expected) << "request " << i;
+  }
+  std::printf("after kill -9: %d of %d requests answered from the restored store\n", hits, kRequests);
+  EXPECT_GT(hits, 0) << "the answers written before the kill are kept";
+  EXPECT_EQ(gateway->Stop(), 0);
+  fs::remove_all(TempFile("kill"));
 }
 
 TEST_F(GatewayE2eTest, ConfigErrorsNameTheFileLineAndKey) {

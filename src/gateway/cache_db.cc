@@ -1,0 +1,186 @@
+#include "gateway/cache_db.h"
+
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace tachyon {
+namespace {
+
+constexpr size_t kBatch = 256;
+
+Status SqliteError(sqlite3* db, const std::string& what) {
+  return UnavailableError(what + ": " + (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+Status Exec(sqlite3* db, const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error != nullptr ? error : "unknown error";
+    sqlite3_free(error);
+    return UnavailableError(std::string(sql).substr(0, 40) + ": " + message);
+  }
+  return Status::Ok();
+}
+
+std::string Column(sqlite3_stmt* s, int i) {
+  const unsigned char* text = sqlite3_column_text(s, i);
+  return text != nullptr ? std::string(reinterpret_cast<const char*>(text), sqlite3_column_bytes(s, i)) : "";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path) {
+  std::unique_ptr<CacheDb> c(new CacheDb());
+  c->path_ = path;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) return UnavailableError("cache store " + path + ": " + ec.message());
+  if (sqlite3_open_v2(path.c_str(), &c->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    Status s = SqliteError(c->db_, "cache store " + path);
+    return s;
+  }
+  sqlite3_busy_timeout(c->db_, 2000);
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                          "CREATE TABLE IF NOT EXISTS exact_cache (key TEXT PRIMARY KEY, endpoint INTEGER, "
+                          "model TEXT, text TEXT, finish_reason TEXT, has_usage INTEGER, prompt_tokens INTEGER, "
+                          "completion_tokens INTEGER, stored REAL, expires REAL)"}) {
+    Status s = Exec(c->db_, sql);
+    if (!s.ok()) return s.WithContext("cache store " + path);
+  }
+  c->thread_ = std::thread([raw = c.get()] { raw->Loop(); });
+  return c;
+}
+
+CacheDb::~CacheDb() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (db_ != nullptr) sqlite3_close(db_);
+}
+
+StatusOr<std::vector<StoredEntry>> CacheDb::Load(double now_unix, size_t limit) {
+  Flush();
+  std::lock_guard<std::mutex> lock(mutex_);  // the writer is idle: the connection is ours
+  sqlite3_stmt* s = nullptr;
+  const char* sql =
+      "SELECT key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, completion_tokens, stored, "
+      "expires FROM exact_cache WHERE expires > ? ORDER BY stored DESC LIMIT ?";
+  if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) return SqliteError(db_, "cache store " + path_);
+  sqlite3_bind_double(s, 1, now_unix);
+  sqlite3_bind_int64(s, 2, static_cast<sqlite3_int64>(std::min<size_t>(limit, INT64_MAX)));
+  std::vector<StoredEntry> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    StoredEntry e;
+    e.key = Column(s, 0);
+    e.answer.endpoint = sqlite3_column_int(s, 1) == 1 ? Endpoint::kChatCompletions : Endpoint::kCompletions;
+    e.answer.model = Column(s, 2);
+    e.answer.text = Column(s, 3);
+    e.answer.finish_reason = Column(s, 4);
+    e.answer.has_usage = sqlite3_column_int(s, 5) != 0;
+    e.answer.usage = {sqlite3_column_int64(s, 6), sqlite3_column_int64(s, 7)};
+    e.stored_unix = sqlite3_column_double(s, 8);
+    e.expires_unix = sqlite3_column_double(s, 9);
+    out.push_back(std::move(e));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, "cache store " + path_);
+  return out;
+}
+
+void CacheDb::Put(StoredEntry entry) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back({true, std::move(entry)});
+  }
+  wake_.notify_one();
+}
+
+void CacheDb::Delete(std::string key) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Op op;
+    op.entry.key = std::move(key);
+    queue_.push_back(std::move(op));
+  }
+  wake_.notify_one();
+}
+
+void CacheDb::Flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return (queue_.empty() && !busy_) || !thread_.joinable(); });
+}
+
+void CacheDb::Loop() {
+  std::vector<Op> ops;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      busy_ = false;
+      idle_.notify_all();
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stopping, nothing left
+      busy_ = true;
+      while (!queue_.empty() && ops.size() < kBatch) {
+        ops.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    Apply(ops);
+    ops.clear();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  busy_ = false;
+  idle_.notify_all();
+}
+
+void CacheDb::Apply(std::vector<Op>& ops) {
+  // One transaction a batch; each row is whole or absent whatever happens to the process.
+  if (!Exec(db_, "BEGIN").ok()) {
+    std::fprintf(stderr, "tachyon: cache store %s: BEGIN failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
+    return;
+  }
+  sqlite3_stmt *put = nullptr, *del = nullptr;
+  sqlite3_prepare_v2(db_,
+                     "INSERT OR REPLACE INTO exact_cache (key, endpoint, model, text, finish_reason, has_usage, "
+                     "prompt_tokens, completion_tokens, stored, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     -1, &put, nullptr);
+  sqlite3_prepare_v2(db_, "DELETE FROM exact_cache WHERE key = ?", -1, &del, nullptr);
+  for (const Op& op : ops) {
+    const StoredEntry& e = op.entry;
+    sqlite3_stmt* s = op.put ? put : del;
+    if (s == nullptr) break;
+    sqlite3_reset(s);
+    sqlite3_bind_text(s, 1, e.key.data(), static_cast<int>(e.key.size()), SQLITE_TRANSIENT);
+    if (op.put) {
+      sqlite3_bind_int(s, 2, e.answer.endpoint == Endpoint::kChatCompletions ? 1 : 0);
+      sqlite3_bind_text(s, 3, e.answer.model.data(), static_cast<int>(e.answer.model.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_text(s, 4, e.answer.text.data(), static_cast<int>(e.answer.text.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_text(s, 5, e.answer.finish_reason.data(), static_cast<int>(e.answer.finish_reason.size()),
+                        SQLITE_TRANSIENT);
+      sqlite3_bind_int(s, 6, e.answer.has_usage ? 1 : 0);
+      sqlite3_bind_int64(s, 7, e.answer.usage.prompt_tokens);
+      sqlite3_bind_int64(s, 8, e.answer.usage.completion_tokens);
+      sqlite3_bind_double(s, 9, e.stored_unix);
+      sqlite3_bind_double(s, 10, e.expires_unix);
+    }
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      std::fprintf(stderr, "tachyon: cache store %s: write failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
+    }
+  }
+  sqlite3_finalize(put);
+  sqlite3_finalize(del);
+  if (!Exec(db_, "COMMIT").ok()) {
+    std::fprintf(stderr, "tachyon: cache store %s: COMMIT failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
+    (void)Exec(db_, "ROLLBACK");  // what failed is already reported
+  }
+}
+
+}  // namespace tachyon

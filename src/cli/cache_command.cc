@@ -1,14 +1,54 @@
 #include "cli/cache_command.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "embed/calibration.h"
 #include "gateway/embedder_spec.h"
+#include "http/http_client.h"
 
 namespace tachyon::cli {
 namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
+  return 1;
+}
+
+struct AdminFlags {
+  std::string url = "http://127.0.0.1:8000";
+  std::string admin_key_env = "TACHYON_ADMIN_KEY";
+  std::string route;
+};
+
+// One request to the server's /v1/cache; prints the answer.
+int RunAdmin(const AdminFlags& flags, const std::string& method) {
+  StatusOr<HttpUrl> url = ParseHttpUrl(flags.url);
+  if (!url.ok()) return Fail("--url: " + url.status().message());
+  const char* key = std::getenv(flags.admin_key_env.c_str());
+  if (key == nullptr || *key == '\0') return Fail(flags.admin_key_env + " is not set (the server's --admin-key)");
+  HttpClient client;
+  HttpClientRequest request{.method = method,
+                            .host = url->host,
+                            .port = url->port,
+                            .target = url->path + "/v1/cache" + (flags.route.empty() ? "" : "?route=" + flags.route),
+                            .headers = {{"Authorization", std::string("Bearer ") + key}},
+                            .timeout_seconds = 30,
+                            .tls = url->tls};
+  int status = 0;
+  std::string body;
+  Status done;
+  client.Send(std::move(request), {.on_head = [&](const HttpResponseHead& h) { status = h.status; },
+                                   .on_data = [&](std::string_view d) { body.append(d); },
+                                   .on_done = [&](const Status& s) { done = s; }});
+  client.Run();
+  if (!done.ok()) return Fail(flags.url + ": " + done.message());
+  if (status != 200) return Fail(flags.url + "/v1/cache answered " + std::to_string(status) + ": " + body);
+  std::cout << body << "\n";
+  return 0;
+}
 
 struct CacheFlags {
   std::string pairs;
@@ -22,11 +62,6 @@ struct CacheFlags {
   int bootstrap = 1000;
   bool json = false;
 };
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 struct Scored {
   std::vector<LabeledPair> pairs;
@@ -147,6 +182,19 @@ void AddCacheCommand(CLI::App& app, int* exit_code) {
   AddPairsOptions(eval, eval_flags.get());
   eval->add_option("--threshold", eval_flags->threshold, "Cosine threshold")->required();
   eval->callback([eval_flags, exit_code] { *exit_code = RunEval(*eval_flags); });
+
+  for (const char* name : {"stats", "purge"}) {
+    auto flags = std::make_shared<AdminFlags>();
+    const bool purge = std::string(name) == "purge";
+    CLI::App* cmd = cache->add_subcommand(
+        name, purge ? "Drop the exact cache's entries of a running server (all, or --route's), through DELETE /v1/cache"
+                    : "The exact cache's entries and bytes, by route, of a running server (GET /v1/cache)");
+    cmd->add_option("--url", flags->url, "The server")->capture_default_str();
+    cmd->add_option("--admin-key-env", flags->admin_key_env, "Environment variable holding the server's --admin-key")
+        ->capture_default_str();
+    if (purge) cmd->add_option("--route", flags->route, "Only this route's entries");
+    cmd->callback([flags, exit_code, purge] { *exit_code = RunAdmin(*flags, purge ? "DELETE" : "GET"); });
+  }
 }
 
 }  // namespace tachyon::cli

@@ -29,6 +29,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
+  std::string admin_key;
   std::string served_model_name;
   std::string chat_template;
   int threads = ThreadPool::PhysicalCores();
@@ -168,7 +169,8 @@ int Run(const ServeFlags& flags) {
   GatewayHolder holder;
   HttpServerOptions http{.host = flags.host, .port = flags.port, .max_body_bytes = flags.max_body_bytes,
                          .num_io_threads = flags.io_threads};
-  OpenAiServerOptions server_options{.api_key = flags.api_key, .access_log = !flags.no_access_log};
+  OpenAiServerOptions server_options{.api_key = flags.api_key, .admin_key = flags.admin_key,
+                                     .access_log = !flags.no_access_log};
   int workers = flags.workers;
   std::optional<GatewayConfig> config;
   if (!flags.config.empty()) {
@@ -194,6 +196,7 @@ int Run(const ServeFlags& flags) {
     if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
     if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
     if (s.api_key && !flags.api_key_option->count()) server_options.api_key = *s.api_key;
+    if (s.admin_key && flags.admin_key.empty()) server_options.admin_key = *s.admin_key;
     if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
     StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
@@ -263,6 +266,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   flags->host_option = cmd->add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   flags->port_option = cmd->add_option("--port", flags->port, "Port to listen on (0: any free port)")->capture_default_str();
   flags->api_key_option = cmd->add_option("--api-key", flags->api_key, "Require Authorization: Bearer KEY");
+  cmd->add_option("--admin-key", flags->admin_key,
+                  "Key of the admin routes (GET / DELETE /v1/cache); without one they are refused");
   flags->engine_options.push_back(
       cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)"));
   flags->engine_options.push_back(cmd->add_option("--chat-template", flags->chat_template,

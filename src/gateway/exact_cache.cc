@@ -146,6 +146,36 @@ size_t ExactCache::entries() const {
   return lru_.size();
 }
 
+size_t ExactCache::Purge(const std::string& route) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    if (!route.empty() && it->second.answer.model != route) {
+      ++it;
+      continue;
+    }
+    bytes_ -= it->second.bytes;
+    if (db_) db_->Delete(it->first);
+    index_.erase(it->first);
+    it = lru_.erase(it);
+    ++n;
+  }
+  return n;
+}
+
+nlohmann::json ExactCache::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  nlohmann::json routes = nlohmann::json::object();
+  for (const auto& [key, entry] : lru_) {
+    nlohmann::json& n = routes[entry.answer.model];
+    n = n.is_null() ? 1 : n.get<int64_t>() + 1;
+  }
+  return {{"entries", lru_.size()},
+          {"bytes", bytes_},
+          {"store", db_ ? "sqlite:" + db_->path() : std::string("memory")},
+          {"routes", routes}};
+}
+
 size_t ExactCache::bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return bytes_;

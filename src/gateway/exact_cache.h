@@ -68,6 +68,10 @@ class ExactCache {
            double ttl_seconds);
   size_t entries() const;
   size_t bytes() const;
+  // Drops every entry of the route (all entries when route is empty); returns how many.
+  size_t Purge(const std::string& route);
+  // {"entries", "bytes", "store", "routes": {route: entries}}
+  nlohmann::json Stats() const;
 
  private:
   void EvictLocked();

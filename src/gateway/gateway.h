@@ -109,6 +109,8 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   int Health(nlohmann::json* body) const;
 
   const std::vector<std::shared_ptr<BackendSlot>>& backends() const { return slots_; }
+  // The exact cache's store, or null when no route is cached.
+  ExactCache* exact_cache() const { return exact_cache_.get(); }
   const Offload& offload() const { return offload_; }
 
  private:

@@ -223,15 +223,18 @@ Status ReadServer(TableReader& t, EnvReader env, ServerConfig* s) {
   int port = -1;
   RETURN_IF_ERROR(t.Integer("port", &port, 0, 65535));
   if (port >= 0) s->port = port;
-  std::string key_env;
-  RETURN_IF_ERROR(t.String("api_key_env", &key_env));
-  if (!key_env.empty()) {
-    std::optional<std::string> key = env(key_env);
-    if (!key || key->empty()) {
-      return t.Error(*t.Get("api_key_env"), "api_key_env", "the environment variable " + key_env + " is not set");
-    }
-    s->api_key = *key;
-  }
+  // A key read from the environment variable that `name` names.
+  auto key_from_env = [&](const char* name, std::optional<std::string>* out) -> Status {
+    std::string variable;
+    RETURN_IF_ERROR(t.String(name, &variable));
+    if (variable.empty()) return Status::Ok();
+    std::optional<std::string> key = env(variable);
+    if (!key || key->empty()) return t.Error(*t.Get(name), name, "the environment variable " + variable + " is not set");
+    *out = *key;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(key_from_env("api_key_env", &s->api_key));
+  RETURN_IF_ERROR(key_from_env("admin_key_env", &s->admin_key));
   size_t body = 0;
   RETURN_IF_ERROR(t.Integer("max_body_bytes", &body, 1, INT64_MAX));
   if (body > 0) s->max_body_bytes = body;

@@ -59,6 +59,7 @@ struct ServerConfig {
   std::optional<std::string> host;
   std::optional<int> port;
   std::optional<std::string> api_key;  // read from api_key_env
+  std::optional<std::string> admin_key;  // read from admin_key_env
   std::optional<size_t> max_body_bytes;
   std::optional<int> io_threads;
   std::optional<int> workers;

@@ -146,6 +146,8 @@ max_bytes = 1048576
   EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"redis://127.0.0.1:6379\"\n").find("key 'store': must be \"memory\""),
             std::string::npos);
   EXPECT_EQ(Parse(base)->cache.store, "sqlite:.tachyon/cache.db");  // the default
+  EXPECT_EQ(*Parse(base + "[server]\nadmin_key_env = \"UPSTREAM_A_KEY\"\n")->server.admin_key, "sk-a");
+  EXPECT_NE(ErrorOf(base + "[server]\nadmin_key_env = \"NOPE\"\n").find("NOPE is not set"), std::string::npos);
   EXPECT_EQ(Parse(base + "[cache]\nstore = \"sqlite:/tmp/c.db\"\n")->cache.store, "sqlite:/tmp/c.db");
   EXPECT_NE(ErrorOf(base + "[cache]\nmax_entrys = 3\n").find("max_entrys"), std::string::npos);
 }

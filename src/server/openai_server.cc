@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "api/embeddings.h"
+#include "gateway/exact_cache.h"
 
 namespace tachyon {
 namespace {
@@ -140,6 +141,11 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     writer->Respond(status, "application/json", body.dump());
     return;
   }
+  if (path == "/v1/cache") {  // the admin routes: their own key, not the clients'
+    const size_t q = request.target.find('?');
+    HandleCacheAdmin(request, q == std::string::npos ? "" : request.target.substr(q + 1), *writer);
+    return;
+  }
   if (!options_.api_key.empty()) {
     auto it = request.headers.find("authorization");
     if (it == request.headers.end() || it->second != "Bearer " + options_.api_key) {
@@ -205,6 +211,38 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
+}
+
+void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {
+  if (options_.admin_key.empty()) {
+    SendError(writer, {403, "the cache admin routes need an admin key (--admin-key or [server] admin_key_env)",
+                       "permission_error", "", "no_admin_key"});
+    return;
+  }
+  auto it = request.headers.find("authorization");
+  if (it == request.headers.end() || it->second != "Bearer " + options_.admin_key) {
+    rejected_->With({"invalid_admin_key"}).Add();
+    SendError(writer, {401, "missing or wrong admin key (Authorization: Bearer ...)", "authentication_error", "",
+                       "invalid_api_key"});
+    return;
+  }
+  std::string route;
+  for (size_t start = 0; start < query.size();) {
+    const size_t amp = query.find('&', start);
+    const std::string pair = query.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    if (pair.rfind("route=", 0) == 0) route = pair.substr(6);
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  ExactCache* cache = gateway_->Get()->exact_cache();
+  if (request.method == "GET") {
+    writer.Respond(200, "application/json", cache ? cache->Stats().dump() : R"({"entries":0,"bytes":0,"routes":{}})");
+  } else if (request.method == "DELETE") {
+    const size_t purged = cache ? cache->Purge(route) : 0;
+    writer.Respond(200, "application/json", nlohmann::json({{"purged", purged}, {"route", route}}).dump());
+  } else {
+    SendError(writer, {405, "method " + request.method + " is not allowed on /v1/cache", "invalid_request_error", "", ""});
+  }
 }
 
 void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWriter> writer,

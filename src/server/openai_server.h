@@ -5,6 +5,8 @@
 //   GET  /metrics              Prometheus text (every family with HELP and TYPE)
 //   POST /v1/completions, /v1/chat/completions   through the gateway, streaming or not
 //   POST /v1/embeddings        an embedding model of the gateway (EmbeddingBackend)
+//   GET  /v1/cache             the exact cache's entries and bytes, by route (admin key)
+//   DELETE /v1/cache[?route=R] purge the exact cache, or one route's entries (admin key)
 //
 // On the I/O thread it reads the path, checks the API key and parses bodies of up
 // to 16 KiB (larger ones are parsed on the worker pool); the gateway offloads to
@@ -47,6 +49,7 @@ class GatewayHolder {
 
 struct OpenAiServerOptions {
   std::string api_key;  // Bearer token; empty: no authentication
+  std::string admin_key;  // Bearer token of the admin routes (/v1/cache); empty: they are refused
   bool access_log = true;
 };
 
@@ -60,6 +63,7 @@ class OpenAiServer {
  private:
   void HandleCompletion(HttpRequest request, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
                         std::chrono::steady_clock::time_point arrival);
+  void HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer);
   void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
                         std::chrono::steady_clock::time_point arrival);
   std::string RequestId(const HttpRequest& request);

@@ -206,7 +206,8 @@ TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
                         "[[route]]\nmodel = \"broken\"\nbackends = [\"failing\"]\nexact_cache = true\n"
                         "[cache]\nmax_entries = 100\nstore = \"sqlite:" + TempFile("cache/exact.db") + "\"\n");
   fs::remove_all(TempFile("cache"));
-  auto gateway_process = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
+  auto gateway_process =
+      std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config, "--admin-key", "admin-k"});
   ServerProcess& gateway = *gateway_process;
   ASSERT_TRUE(gateway.started());
   const std::string chat = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0)";
@@ -242,6 +243,20 @@ TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
   const std::string metrics = Curl(gateway.url() + "/metrics");
   EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
+  // The admin routes: their own key; stats and purge from the CLI.
+  EXPECT_NE(Curl("-i " + gateway.url() + "/v1/cache").find("401"), std::string::npos);
+  EXPECT_NE(Curl("-i -H 'Authorization: Bearer wrong' " + gateway.url() + "/v1/cache").find("401"), std::string::npos);
+  ::setenv("TACHYON_TEST_ADMIN_KEY", "admin-k", 1);
+  CommandResult stats = RunTachyon("cache stats --url " + gateway.url() + " --admin-key-env TACHYON_TEST_ADMIN_KEY");
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(nlohmann::json::parse(stats.out)["routes"]["chat"], 1) << stats.out;
+  CommandResult purge_other =
+      RunTachyon("cache purge --url " + gateway.url() + " --admin-key-env TACHYON_TEST_ADMIN_KEY --route broken");
+  EXPECT_EQ(nlohmann::json::parse(purge_other.out)["purged"], 0) << purge_other.out << purge_other.err;
+  EXPECT_NE(Post(url, chat + "}", "-i").find("x-tachyon-cache: hit"), std::string::npos);
+  CommandResult purge = RunTachyon("cache purge --url " + gateway.url() + " --admin-key-env TACHYON_TEST_ADMIN_KEY");
+  EXPECT_EQ(nlohmann::json::parse(purge.out)["purged"], 1) << purge.out << purge.err;
+  EXPECT_NE(Post(url, chat + "}", "-i").find("x-tachyon-cache: miss"), std::string::npos) << "purged";
   EXPECT_EQ(gateway.Stop(), 0);
   // The SQLite store keeps the answer across a restart.
   gateway_process = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});

@@ -196,7 +196,8 @@ ExactCacheStage::ExactCacheStage(ExactCacheOptions options, std::shared_ptr<Exac
 
 std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
   const CompletionRequest& r = *request.request;
-  auto route = options_.routes.find(r.model);
+  const std::string& route_name = request.route.empty() ? r.model : request.route;
+  auto route = options_.routes.find(route_name);
   if (route == options_.routes.end()) return std::nullopt;  // this route is not cached
   auto result = [&](const char* status) {
     request.cache_status = status;
@@ -207,7 +208,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
     result("bypass");
     return std::nullopt;
   }
-  request.cache_key = ExactCacheKeyText(r, r.model, request.tenant);
+  request.cache_key = ExactCacheKeyText(r, route_name, request.tenant);
   XXH128_hash_t h = XXH3_128bits(request.cache_key.data(), request.cache_key.size());
   char hex[33];
   std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
@@ -231,7 +232,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
 void ExactCacheStage::OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) {
   if (request.cache_key.empty() || request.cache_status == "hit") return;
   if (answer.finish_reason != "stop" && answer.finish_reason != "length") return;
-  auto route = options_.routes.find(request.request->model);
+  auto route = options_.routes.find(request.route.empty() ? request.request->model : request.route);
   if (route == options_.routes.end()) return;
   store_->Put(request.cache_key, answer, Clock::now(), route->second.ttl_seconds);
   entries_->Set(static_cast<double>(store_->entries()));

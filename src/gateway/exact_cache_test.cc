@@ -143,6 +143,11 @@ TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {
   const std::string text = metrics.Render();
   EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
+  // A request without a model, which the gateway sent to its only route: the same entry (model is not in the key).
+  GatewayRequest unnamed = Request(R"({"messages":[{"role":"user","content":"hi"}],"temperature":0})");
+  unnamed.route = "chat";
+  EXPECT_TRUE(stage.Process(unnamed));
+  EXPECT_EQ(unnamed.cache_status, "hit");
 }
 
 TEST(ExactCacheStageTest, StreamingReplayInPiecesWithUsage) {

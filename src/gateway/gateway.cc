@@ -360,7 +360,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   void Store() {
     const CompletionRequest& r = *capture_->request.request;
     CapturedAnswer answer{.endpoint = r.endpoint,
-                          .model = r.model,
+                          .model = capture_->request.route,  // the route: what purge by route and a hit name
                           .text = std::move(capture_->text),
                           .finish_reason = done_.finish_reason,
                           .has_usage = done_.has_usage,
@@ -591,6 +591,7 @@ CancelFn Gateway::Handle(GatewayRequest request, std::shared_ptr<GatewaySink> si
     return [] {};
   }
   route->requests().Add();
+  request.route = route->name();
   auto call = std::make_shared<GatewayCall>(shared_from_this(), route, std::move(request), std::move(sink));
   if (pipeline_.costly() && offload_) {
     offload_([call] { call->Start(); });

@@ -19,6 +19,7 @@ namespace tachyon {
 // A request on its way through the gateway.
 struct GatewayRequest {
   std::shared_ptr<CompletionRequest> request;  // stages may change it (and its body, which goes upstream)
+  std::string route;                           // the route's name (the model clients send; set by the gateway)
   std::string id;                              // response id: "chatcmpl-17"
   int64_t created = 0;
   std::string request_id;                      // x-request-id

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -287,6 +288,7 @@ TEST_F(GatewayE2eTest, ExactCacheSurvivesKillNineWithoutPartialEntries) {
            R"("}],"max_tokens":)" + std::to_string(1 + i % 7) + R"(,"temperature":0})";
   };
   constexpr int kRequests = 200;
+  std::atomic<int> answered{0};
   std::vector<std::thread> clients;
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&, c] {
@@ -294,10 +296,16 @@ TEST_F(GatewayE2eTest, ExactCacheSurvivesKillNineWithoutPartialEntries) {
         const std::string file = TempFile("kill_body_" + std::to_string(c) + ".json");
         { std::ofstream(file) << body(i); }
         Curl("-X POST -H 'Content-Type: application/json' --data-binary @" + file + " " + url);
+        ++answered;
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // Killed once some answers are in (and had time to reach the file) while the
+  // clients keep sending: the kill lands among writes.
+  for (int waited = 0; answered < 20 && waited < 3000; waited += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   gateway->Kill();
   for (std::thread& t : clients) t.join();
   gateway = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});

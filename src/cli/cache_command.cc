@@ -157,8 +157,9 @@ void AddPairsOptions(CLI::App* cmd, CacheFlags* flags) {
 }  // namespace
 
 void AddCacheCommand(CLI::App& app, int* exit_code) {
-  CLI::App* cache = app.add_subcommand("cache", "Semantic cache tools: calibrate a similarity threshold on labelled "
-                                                "pairs, or evaluate one");
+  CLI::App* cache = app.add_subcommand("cache", "The gateway's caches: calibrate or evaluate a semantic-cache "
+                                                "threshold on labelled pairs; a running server's exact-cache stats "
+                                                "and purge");
   cache->require_subcommand(1);
   auto calibrate_flags = std::make_shared<CacheFlags>();
   CLI::App* calibrate = cache->add_subcommand(

@@ -255,7 +255,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server and gateway (/v1/completions, /v1/chat/completions, /v1/embeddings, "
-               "/v1/models, /health, /metrics): one local model from --model (with none, a built-in random-weight "
+               "/v1/models, /health, /metrics; /v1/cache with --admin-key): one local model from --model (with none, a built-in random-weight "
                "demo model) and an --embedding-model beside it, or the backends and routes of --config FILE.toml "
                "(local engines, embedding models and OpenAI-compatible upstreams)");
   cmd->add_option("--config", flags->config,

@@ -187,6 +187,11 @@ ExactCacheStage::ExactCacheStage(ExactCacheOptions options, std::shared_ptr<Exac
       store_(store ? std::move(store) : std::make_shared<ExactCache>(options_.max_entries, options_.max_bytes)),
       lookups_(&metrics->AddCounter("tachyon:cache_lookups_total", "Cache lookups by cache kind and result",
                                     {"kind", "result"})) {
+  lookup_seconds_ = &metrics->AddHistogram("tachyon:cache_lookup_seconds",
+                                           "Time of a cache lookup (key, hash and store), hit or miss", {"kind"},
+                                           {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
+                                            2.5e-3, 5e-3, 1e-2})
+                        .With({"exact"});
   // The gauges follow the store at every write.
   entries_ = &metrics->AddGauge("tachyon:cache_entries", "Entries held by a cache", {"kind"}).With({"exact"});
   bytes_ = &metrics->AddGauge("tachyon:cache_bytes", "Bytes held by a cache", {"kind"}).With({"exact"});
@@ -208,6 +213,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
     result("bypass");
     return std::nullopt;
   }
+  const Clock::time_point start = Clock::now();
   request.cache_key = ExactCacheKeyText(r, route_name, request.tenant);
   XXH128_hash_t h = XXH3_128bits(request.cache_key.data(), request.cache_key.size());
   char hex[33];
@@ -220,6 +226,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
   }
   const Clock::time_point now = Clock::now();
   std::optional<ExactCache::Entry> entry = store_->Find(request.cache_key, now);
+  lookup_seconds_->Observe(std::chrono::duration<double>(Clock::now() - start).count());
   if (!entry) {
     result("miss");
     return std::nullopt;

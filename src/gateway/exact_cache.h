@@ -101,6 +101,7 @@ class ExactCacheStage : public Stage {
   ExactCacheOptions options_;
   std::shared_ptr<ExactCache> store_;
   CounterFamily* lookups_;  // {kind, result}
+  Histogram* lookup_seconds_;  // {kind="exact"}: key, hash and store lookup
   Gauge* entries_;
   Gauge* bytes_;
 };

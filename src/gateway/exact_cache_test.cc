@@ -143,6 +143,8 @@ TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {
   const std::string text = metrics.Render();
   EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
+  // Lookups timed: the first miss, the stored-then-found hit, and the miss before the store.
+  EXPECT_NE(text.find("tachyon:cache_lookup_seconds_count{kind=\"exact\"} 3"), std::string::npos) << text;
   // A request without a model, which the gateway sent to its only route: the same entry (model is not in the key).
   GatewayRequest unnamed = Request(R"({"messages":[{"role":"user","content":"hi"}],"temperature":0})");
   unnamed.route = "chat";

@@ -159,6 +159,24 @@ std::string Base64Encode(std::string_view bytes) {
   return out;
 }
 
+bool Base64Decode(std::string_view text, std::string* bytes) {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const size_t v = kAlphabet.find(c);
+    if (v == std::string_view::npos) return false;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      *bytes += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return true;
+}
+
 std::string EmbeddingResponseBody(const std::vector<float>& vectors, size_t n, int dim, bool base64,
                                   const std::string& model, int64_t prompt_tokens) {
   nlohmann::ordered_json data = nlohmann::ordered_json::array();

@@ -53,5 +53,7 @@ std::string EmbeddingResponseBody(const std::vector<float>& vectors, size_t n, i
 
 // Standard base64 (RFC 4648, with padding).
 std::string Base64Encode(std::string_view bytes);
+// Its inverse; false for a character outside the alphabet (padding may be left out).
+bool Base64Decode(std::string_view text, std::string* bytes);
 
 }  // namespace tachyon

@@ -75,6 +75,13 @@ TEST(EmbeddingResponseTest, FloatAndBase64AndShortened) {
   EXPECT_EQ(Base64Encode("f"), "Zg==");
   EXPECT_EQ(Base64Encode("fo"), "Zm8=");
   EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  for (const std::string& plain : std::vector<std::string>{"", "f", "fo", "foo", "foob", std::string("\x00\xff\x80", 3)}) {
+    std::string back;
+    ASSERT_TRUE(Base64Decode(Base64Encode(plain), &back));
+    EXPECT_EQ(back, plain);
+  }
+  std::string junk;
+  EXPECT_FALSE(Base64Decode("Zm9v!", &junk));
   std::vector<float> cut = ShortenEmbeddings(v, 2, 3, 1);
   EXPECT_EQ(cut, (std::vector<float>{1.0f, 1.0f}));  // renormalized after the cut
 }

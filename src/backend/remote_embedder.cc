@@ -4,32 +4,10 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "api/embeddings.h"
 #include "api/openai.h"
 
 namespace tachyon {
-namespace {
-
-// Standard base64 (some upstreams answer so even when floats were asked for).
-bool DecodeBase64(const std::string& text, std::string* out) {
-  static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    const size_t v = kAlphabet.find(c);
-    if (v == std::string::npos) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      *out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<RemoteEmbedder>> RemoteEmbedder::Create(const RemoteEmbedderOptions& options) {
   std::unique_ptr<RemoteEmbedder> e(new RemoteEmbedder());
   e->options_ = options;
@@ -114,7 +92,7 @@ StatusOr<std::vector<float>> RemoteEmbedder::EmbedBatch(std::span<const std::str
         if (!x.is_number()) return DataLossError(where + ": embedding " + std::to_string(i) + " is not numbers");
         v.push_back(x.get<float>());
       }
-    } else if (std::string bytes; e.is_string() && DecodeBase64(e.get<std::string>(), &bytes) && bytes.size() % 4 == 0) {
+    } else if (std::string bytes; e.is_string() && Base64Decode(e.get<std::string>(), &bytes) && bytes.size() % 4 == 0) {
       v.resize(bytes.size() / 4);
       std::memcpy(v.data(), bytes.data(), bytes.size());
     } else {

@@ -1,44 +1,27 @@
 #include "embed/local_embedder.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <numeric>
 
+#include "embed/fingerprint.h"
+
 namespace tachyon {
-namespace {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
-
-void Mix(uint64_t* h, const void* data, size_t n) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) *h = (*h ^ p[i]) * kFnvPrime;
-}
-
-void Mix(uint64_t* h, std::string_view s) {
-  Mix(h, s.data(), s.size());
-  Mix(h, "\0", 1);
-}
-
-}  // namespace
-
 std::string GgufFingerprint(const GgufFile& file) {
-  uint64_t h = kFnvOffset;
+  Fingerprint f;
   for (const GgufKeyValue& kv : file.metadata()) {
-    Mix(&h, kv.key);
-    Mix(&h, kv.value.ToDisplayString());
+    f.Add(kv.key);
+    f.Add(kv.value.ToDisplayString());
   }
   constexpr uint64_t kSample = 256;
   for (const GgufTensorInfo& t : file.tensors()) {
-    Mix(&h, t.name);
-    Mix(&h, t.ShapeString());
-    Mix(&h, GgmlTypeName(t.type));
-    Mix(&h, t.data, std::min(kSample, t.num_bytes));  // the first bytes and the middle ones
-    if (t.num_bytes > 2 * kSample) Mix(&h, t.data + t.num_bytes / 2, kSample);
+    f.Add(t.name);
+    f.Add(t.ShapeString());
+    f.Add(GgmlTypeName(t.type));
+    f.AddBytes(t.data, std::min(kSample, t.num_bytes));  // the first bytes and the middle ones
+    if (t.num_bytes > 2 * kSample) f.AddBytes(t.data + t.num_bytes / 2, kSample);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  return f.Hex();
 }
 
 StatusOr<std::unique_ptr<LocalEmbedder>> LocalEmbedder::Create(const LocalEmbedderOptions& options) {

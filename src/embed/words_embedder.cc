@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "embed/fingerprint.h"
 #include "embed/text_words.h"
 
 namespace tachyon {
@@ -25,16 +26,14 @@ uint64_t FileSize(const std::string& path) {
 
 // A short fingerprint of the files an embedder was made from (name, size, time).
 std::string FilesFingerprint(const std::vector<std::string>& paths) {
-  uint64_t h = 0xcbf29ce484222325ull;
+  Fingerprint f;
   for (const std::string& p : paths) {
     struct stat st;
     std::string key = std::filesystem::path(p).filename().string();
     if (::stat(p.c_str(), &st) == 0) key += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
-    for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;
+    f.Add(key);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  return f.Hex();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "gateway/exact_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -11,11 +12,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Integral floats become integers (1.0 and 1 are the same request); object
-// keys are already sorted (nlohmann::json keeps them in a std::map).
-nlohmann::json Canonical(const nlohmann::json& v) {
+// keys are already sorted (nlohmann::json keeps them in a std::map). Top-level
+// keys in `skip` are left out, so the body is copied once.
+nlohmann::json Canonical(const nlohmann::json& v, std::initializer_list<std::string_view> skip = {}) {
   if (v.is_object()) {
     nlohmann::json out = nlohmann::json::object();
-    for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = Canonical(it.value());
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (std::find(skip.begin(), skip.end(), it.key()) == skip.end()) out[it.key()] = Canonical(it.value());
+    }
     return out;
   }
   if (v.is_array()) {
@@ -30,6 +34,11 @@ nlohmann::json Canonical(const nlohmann::json& v) {
     }
   }
   return v;
+}
+
+// What an entry is counted as against max_bytes.
+size_t EntryBytes(const std::string& key, const CapturedAnswer& a) {
+  return key.size() + a.text.size() + a.model.size() + a.finish_reason.size() + 128;
 }
 
 bool HasDirective(const std::string& cache_control, std::string_view directive) {
@@ -65,10 +74,11 @@ double UnixNow() {
 }  // namespace
 
 std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
-  nlohmann::json body = request.body.is_object() ? request.body : nlohmann::json::object();
-  for (const char* field : {"stream", "stream_options", "user", "model"}) body.erase(field);
+  const nlohmann::json body = request.body.is_object()
+                                  ? Canonical(request.body, {"stream", "stream_options", "user", "model"})
+                                  : nlohmann::json::object();
   return route + "\n" + tenant + "\n" + (request.endpoint == Endpoint::kChatCompletions ? "chat" : "completions") +
-         "\n" + Canonical(body).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+         "\n" + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::optional<ExactCache::Entry> ExactCache::Find(const std::string& key, Clock::time_point now) {
@@ -92,15 +102,14 @@ void ExactCache::InsertLocked(const std::string& key, Entry e) {
     lru_.erase(it->second);
     index_.erase(it);
   }
-  e.bytes = key.size() + e.answer.text.size() + e.answer.model.size() + e.answer.finish_reason.size() + 128;
+  e.bytes = EntryBytes(key, e.answer);
   bytes_ += e.bytes;
   lru_.emplace_front(key, std::move(e));
   index_[key] = lru_.begin();
 }
 
 void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_point now, double ttl_seconds) {
-  const size_t bytes = key.size() + answer.text.size() + answer.model.size() + answer.finish_reason.size() + 128;
-  if (bytes > max_bytes_) return;  // larger than the whole cache
+  if (EntryBytes(key, answer) > max_bytes_) return;  // larger than the whole cache
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
     const double unix_now = UnixNow();

@@ -38,11 +38,9 @@ StatusOr<EncoderConfig> EncoderConfig::FromGguf(const GgufFile& file) {
   }
   const std::string a = c.architecture + ".";
   auto required = [&](const std::string& key, int64_t* out) { return ReadSizeKey(file, a + key, out); };
-  RETURN_IF_ERROR(required("embedding_length", &c.n_embd));
-  RETURN_IF_ERROR(required("block_count", &c.n_layer));
-  RETURN_IF_ERROR(required("attention.head_count", &c.n_head));
-  RETURN_IF_ERROR(required("feed_forward_length", &c.n_ff));
-  RETURN_IF_ERROR(required("context_length", &c.context_length));
+  ASSIGN_OR_RETURN(const TransformerSizes sizes, ReadTransformerSizes(file, c.architecture));
+  c.n_embd = sizes.n_embd, c.n_layer = sizes.n_layer, c.n_head = sizes.n_head, c.n_ff = sizes.n_ff;
+  c.context_length = sizes.context_length;
   if (file.Find(a + "attention.head_count_kv")) {
     int64_t n_head_kv = 0;
     RETURN_IF_ERROR(required("attention.head_count_kv", &n_head_kv));

@@ -52,4 +52,15 @@ Status ReadSizeKey(const GgufFile& file, const std::string& key, int64_t* out) {
   return Status::Ok();
 }
 
+StatusOr<TransformerSizes> ReadTransformerSizes(const GgufFile& file, const std::string& architecture) {
+  const std::string a = architecture + ".";
+  TransformerSizes t;
+  RETURN_IF_ERROR(ReadSizeKey(file, a + "embedding_length", &t.n_embd));
+  RETURN_IF_ERROR(ReadSizeKey(file, a + "block_count", &t.n_layer));
+  RETURN_IF_ERROR(ReadSizeKey(file, a + "attention.head_count", &t.n_head));
+  RETURN_IF_ERROR(ReadSizeKey(file, a + "feed_forward_length", &t.n_ff));
+  RETURN_IF_ERROR(ReadSizeKey(file, a + "context_length", &t.context_length));
+  return t;
+}
+
 }  // namespace tachyon

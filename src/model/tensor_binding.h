@@ -25,4 +25,11 @@ Status BindVector(const GgufFile& file, const std::string& name, int64_t n, cons
 // ("metadata key 'llama.block_count' = 0 is out of range").
 Status ReadSizeKey(const GgufFile& file, const std::string& key, int64_t* out);
 
+// The sizes every transformer's metadata gives, as <arch>.embedding_length,
+// block_count, attention.head_count, feed_forward_length, context_length.
+struct TransformerSizes {
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_ff = 0, context_length = 0;
+};
+StatusOr<TransformerSizes> ReadTransformerSizes(const GgufFile& file, const std::string& architecture);
+
 }  // namespace tachyon

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embed/calibration.h"
+#include "embed/pair_verifier.h"
 #include "gateway/embedder_spec.h"
 #include "http/http_client.h"
 
@@ -61,11 +62,16 @@ struct CacheFlags {
   int min_hits = 10;
   int bootstrap = 1000;
   bool json = false;
+  std::string verifier = "off";        // calibrate: on|off; eval: off, or the minimum score
+  std::string verifier_weights;        // a file of fit-verifier; empty: the built-in weights
+  std::string guards = "off";          // on: every hit; off
+  double band = 0;                     // eval: cosines this far under the threshold hit when the guards pass
 };
 
 struct Scored {
   std::vector<LabeledPair> pairs;
   std::vector<float> cosines;
+  std::vector<PairAlignment> alignments;
   std::string describe;
 };
 
@@ -75,7 +81,14 @@ StatusOr<Scored> Score(const CacheFlags& flags) {
   ASSIGN_OR_RETURN(std::unique_ptr<Embedder> embedder,
                    MakeEmbedder(flags.embedder, {.threads = flags.threads, .corpus = flags.corpus}, &s.describe));
   ASSIGN_OR_RETURN(s.cosines, PairCosines(*embedder, s.pairs));
+  for (const LabeledPair& p : s.pairs) s.alignments.push_back(AlignPair(p.a, p.b));
   return s;
+}
+
+StatusOr<PairVerifier> LoadVerifier(const CacheFlags& flags) {
+  if (flags.verifier_weights.empty()) return PairVerifier();
+  ASSIGN_OR_RETURN(VerifierWeights w, ReadVerifierWeights(flags.verifier_weights));
+  return PairVerifier(std::move(w));
 }
 
 nlohmann::ordered_json QualityJson(const ThresholdQuality& q, const Scored& s, const CacheFlags& flags) {
@@ -91,35 +104,103 @@ nlohmann::ordered_json QualityJson(const ThresholdQuality& q, const Scored& s, c
           {"hits", q.hits}};
 }
 
+// What each guard rejects among the pairs at or above `threshold`: paraphrases
+// lost and non-paraphrases kept out.
+nlohmann::ordered_json GuardEffects(const Scored& s, double threshold) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (std::string_view guard : {"numbers", "negation", "entities"}) {
+    int64_t paraphrases = 0, others = 0;
+    for (size_t i = 0; i < s.pairs.size(); ++i) {
+      if (s.cosines[i] < threshold || GuardRejection(s.alignments[i]) != guard) continue;
+      (s.pairs[i].paraphrase ? paraphrases : others) += 1;
+    }
+    out[std::string(guard)] = {{"rejected_paraphrases", paraphrases}, {"rejected_others", others}};
+  }
+  return out;
+}
+
+// The cosines with every pair the verifier (at verifier_min, 0: none) or the
+// guards turn away set below any threshold.
+std::vector<float> Gated(const Scored& s, const PairVerifier& verifier, double verifier_min, bool guards) {
+  std::vector<float> gated = s.cosines;
+  for (size_t i = 0; i < gated.size(); ++i) {
+    const bool rejected = (guards && !GuardRejection(s.alignments[i]).empty()) ||
+                          (verifier_min > 0 && verifier.Score(s.alignments[i]) < verifier_min);
+    if (rejected) gated[i] = -2.0f;
+  }
+  return gated;
+}
+
+std::string ConfigLine(const CacheFlags& flags, double threshold, double verifier_min) {
+  char config[320];
+  std::snprintf(config, sizeof(config), "semantic_cache = { embedder = \"%s\", threshold = %.4f", flags.embedder.c_str(),
+                threshold);
+  std::string line = config;
+  if (verifier_min > 0) {
+    std::snprintf(config, sizeof(config), ", verifier = %.2f", verifier_min);
+    line += config;
+    if (!flags.verifier_weights.empty()) line += ", verifier_weights = \"" + flags.verifier_weights + "\"";
+  }
+  if (flags.guards == "on") line += ", guards = \"all\"";
+  return line + " }";
+}
+
 int RunCalibrate(const CacheFlags& flags) {
   StatusOr<Scored> s = Score(flags);
   if (!s.ok()) return Fail(s.status().message());
-  const Calibration c =
-      CalibrateThreshold(s->cosines, s->pairs, flags.target_precision, flags.min_hits, flags.bootstrap);
+  StatusOr<PairVerifier> verifier = LoadVerifier(flags);
+  if (!verifier.ok()) return Fail(verifier.status().message());
+  const bool guards = flags.guards == "on";
+  // With the verifier: every verifier level from 0.30 to 0.98 is tried, each with
+  // its lowest cosine threshold; the pair with the best recall wins.
+  std::vector<double> levels = {0};
+  if (flags.verifier == "on") {
+    levels.clear();
+    for (int v = 30; v <= 98; v += 2) levels.push_back(v / 100.0);
+  }
+  Calibration c;
+  double verifier_min = 0;
+  std::vector<float> cosines;
+  for (double level : levels) {
+    std::vector<float> gated = Gated(*s, *verifier, level, guards);
+    Calibration candidate = CalibrateThreshold(gated, s->pairs, flags.target_precision, flags.min_hits, 0);
+    if (candidate.best_precision > c.best_precision && !c.reached) {
+      c.best_precision = candidate.best_precision;
+      c.best_threshold = candidate.best_threshold;
+    }
+    if (candidate.reached && (!c.reached || candidate.quality.recall > c.quality.recall)) {
+      c = candidate;
+      verifier_min = level;
+      cosines = std::move(gated);
+    }
+  }
   if (!c.reached) {
     char best[160];
     std::snprintf(best, sizeof(best), " (the best is %.4f, at threshold %.4f)", c.best_precision, c.best_threshold);
     return Fail("no threshold reaches precision " + std::to_string(flags.target_precision) + " with at least " +
                 std::to_string(flags.min_hits) + " hits on " + flags.pairs + " with " + s->describe + best);
   }
+  c = CalibrateThreshold(cosines, s->pairs, flags.target_precision, flags.min_hits, flags.bootstrap);
   nlohmann::ordered_json out = QualityJson(c.quality, *s, flags);
   out["target_precision"] = flags.target_precision;
   out["threshold_interval"] = {c.threshold_low, c.threshold_high};
   out["bootstrap_runs"] = c.bootstrap_runs;
-  char config[256];
-  std::snprintf(config, sizeof(config), "semantic_cache = { embedder = \"%s\", threshold = %.4f }",
-                flags.embedder.c_str(), c.quality.threshold);
+  out["verifier"] = verifier_min;
+  out["guards"] = flags.guards;
+  const std::string config = ConfigLine(flags, c.quality.threshold, verifier_min);
   out["config"] = config;
   if (flags.json) {
     std::cout << out.dump() << "\n";
   } else {
-    std::printf("%s on %s (%zu pairs, %lld paraphrases):\n", s->describe.c_str(), flags.pairs.c_str(), s->pairs.size(),
-                static_cast<long long>(c.quality.paraphrases));
+    std::printf("%s on %s (%zu pairs, %lld paraphrases), verifier %s, guards %s:\n", s->describe.c_str(),
+                flags.pairs.c_str(), s->pairs.size(), static_cast<long long>(c.quality.paraphrases),
+                verifier_min > 0 ? ("at " + std::to_string(verifier_min).substr(0, 4)).c_str() : "off",
+                flags.guards.c_str());
     std::printf("  lowest threshold with precision >= %.3f: %.4f (bootstrap 95%%: %.4f .. %.4f, %d runs)\n",
                 flags.target_precision, c.quality.threshold, c.threshold_low, c.threshold_high, c.bootstrap_runs);
     std::printf("  precision %.4f, recall %.4f, false-hit rate %.4f (%lld hits)\n", c.quality.precision,
                 c.quality.recall, c.quality.false_hit_rate, static_cast<long long>(c.quality.hits));
-    std::printf("  %s\n", config);
+    std::printf("  %s\n", config.c_str());
   }
   return 0;
 }
@@ -127,15 +208,87 @@ int RunCalibrate(const CacheFlags& flags) {
 int RunEval(const CacheFlags& flags) {
   StatusOr<Scored> s = Score(flags);
   if (!s.ok()) return Fail(s.status().message());
-  const ThresholdQuality q = EvaluateThreshold(s->cosines, s->pairs, flags.threshold);
+  StatusOr<PairVerifier> verifier = LoadVerifier(flags);
+  if (!verifier.ok()) return Fail(verifier.status().message());
+  double verifier_min = 0;
+  if (flags.verifier != "off") {
+    char* end = nullptr;
+    verifier_min = std::strtod(flags.verifier.c_str(), &end);
+    if (end == flags.verifier.c_str() || *end != '\0' || verifier_min <= 0 || verifier_min >= 1) {
+      return Fail("--verifier: expected off or a score in (0, 1), got " + flags.verifier);
+    }
+  }
+  const HitOptions options{.threshold = flags.threshold,
+                           .verifier_min = verifier_min,
+                           .band = flags.band,
+                           .guards_on_hits = flags.guards == "on"};
+  std::vector<float> hits(s->pairs.size());
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const HitDecision d = DecideHit(s->cosines[i], s->pairs[i].a, s->pairs[i].b, &*verifier, options);
+    hits[i] = d.hit ? 1.0f : 0.0f;
+  }
+  ThresholdQuality q = EvaluateThreshold(hits, s->pairs, 0.5);
+  q.threshold = flags.threshold;
+  nlohmann::ordered_json out = QualityJson(q, *s, flags);
+  out["verifier"] = verifier_min;
+  out["guards"] = flags.guards;
+  out["band"] = flags.band;
+  out["guard_effects"] = GuardEffects(*s, flags.threshold - flags.band);
   if (flags.json) {
-    std::cout << QualityJson(q, *s, flags).dump() << "\n";
+    std::cout << out.dump() << "\n";
   } else {
-    std::printf("%s on %s (%zu pairs, %lld paraphrases) at threshold %.4f:\n", s->describe.c_str(),
-                flags.pairs.c_str(), s->pairs.size(), static_cast<long long>(q.paraphrases), q.threshold);
+    std::printf("%s on %s (%zu pairs, %lld paraphrases) at threshold %.4f, verifier %s, guards %s, band %.3f:\n",
+                s->describe.c_str(), flags.pairs.c_str(), s->pairs.size(), static_cast<long long>(q.paraphrases),
+                q.threshold, flags.verifier.c_str(), flags.guards.c_str(), flags.band);
     std::printf("  precision %.4f, recall %.4f, false-hit rate %.4f (%lld hits)\n", q.precision, q.recall,
                 q.false_hit_rate, static_cast<long long>(q.hits));
+    for (const auto& [guard, effect] : out["guard_effects"].items()) {
+      std::printf("  guard %-8s would reject %lld paraphrases and %lld others at or above %.4f\n", guard.c_str(),
+                  static_cast<long long>(effect["rejected_paraphrases"].get<int64_t>()),
+                  static_cast<long long>(effect["rejected_others"].get<int64_t>()), flags.threshold - flags.band);
+    }
   }
+  return 0;
+}
+
+struct FitFlags {
+  std::string pairs;
+  double positive_score = 4.0;
+  double l2 = 1.0;
+  std::string out;
+  bool cpp = false;
+};
+
+int RunFitVerifier(const FitFlags& flags) {
+  StatusOr<std::vector<LabeledPair>> pairs = ReadLabeledPairs(flags.pairs, flags.positive_score);
+  if (!pairs.ok()) return Fail(pairs.status().message());
+  std::vector<PairAlignment> alignments;
+  std::vector<char> labels;
+  for (const LabeledPair& p : *pairs) {
+    alignments.push_back(AlignPair(p.a, p.b));
+    labels.push_back(p.paraphrase);
+  }
+  VerifierWeights w = FitVerifier(alignments, labels, flags.l2);
+  w.source = flags.pairs;
+  if (flags.cpp) {
+    auto list = [](const std::array<double, kVerifierFeatures>& v) {
+      std::string s = "{";
+      for (int k = 0; k < kVerifierFeatures; ++k) {
+        char x[32];
+        std::snprintf(x, sizeof(x), "%s%.9g", k ? ", " : "", v[k]);
+        s += x;
+      }
+      return s + "}";
+    };
+    std::printf("    v.mean = %s;\n    v.scale = %s;\n    v.weight = %s;\n    v.bias = %.9g;\n", list(w.mean).c_str(),
+                list(w.scale).c_str(), list(w.weight).c_str(), w.bias);
+  }
+  if (!flags.out.empty()) {
+    Status s = WriteVerifierWeights(w, flags.out);
+    if (!s.ok()) return Fail(s.message());
+    std::fprintf(stderr, "tachyon: verifier weights for %zu pairs written to %s\n", pairs->size(), flags.out.c_str());
+  }
+  if (!flags.cpp && flags.out.empty()) return Fail("give --out FILE or --cpp");
   return 0;
 }
 
@@ -152,6 +305,12 @@ void AddPairsOptions(CLI::App* cmd, CacheFlags* flags) {
   cmd->add_option("--positive-score", flags->positive_score, "A scored pair is a paraphrase at this score or more")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "One JSON object (threshold, precision, recall, false_hit_rate, pairs, ...)");
+  cmd->add_option("--guards", flags->guards,
+                  "on: a hit must also pass the guards (same numbers, negation and named entities on both sides)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--verifier-weights", flags->verifier_weights,
+                  "Verifier weights written by tachyon cache fit-verifier (default: the built-in ones)");
 }
 
 }  // namespace
@@ -175,6 +334,11 @@ void AddCacheCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   calibrate->add_option("--bootstrap", calibrate_flags->bootstrap, "Resamples for the threshold's interval")
       ->capture_default_str();
+  calibrate->add_option("--verifier", calibrate_flags->verifier,
+                        "on: also choose the verifier's minimum score (the pair of score and threshold with the best "
+                        "recall at the target precision)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   calibrate->callback([calibrate_flags, exit_code] { *exit_code = RunCalibrate(*calibrate_flags); });
   auto eval_flags = std::make_shared<CacheFlags>();
   CLI::App* eval = cache->add_subcommand(
@@ -182,7 +346,25 @@ void AddCacheCommand(CLI::App& app, int* exit_code) {
               "threshold on labelled pairs");
   AddPairsOptions(eval, eval_flags.get());
   eval->add_option("--threshold", eval_flags->threshold, "Cosine threshold")->required();
+  eval->add_option("--verifier", eval_flags->verifier, "off, or the verifier score a hit needs, e.g. 0.9")
+      ->capture_default_str();
+  eval->add_option("--band", eval_flags->band,
+                   "Cosines this far under the threshold hit too when the guards pass (needs --guards on)")
+      ->capture_default_str();
   eval->callback([eval_flags, exit_code] { *exit_code = RunEval(*eval_flags); });
+
+  auto fit_flags = std::make_shared<FitFlags>();
+  CLI::App* fit = cache->add_subcommand(
+      "fit-verifier", "Fit the semantic cache's second-stage verifier (logistic regression over the word alignment of "
+                      "two questions) on labelled pairs, e.g. tachyon cache fit-verifier --pairs "
+                      "../shared/data/similarity/stsb/sts-train.csv --out verifier.json");
+  fit->add_option("--pairs", fit_flags->pairs, "Labelled pairs, as for calibrate")->required();
+  fit->add_option("--positive-score", fit_flags->positive_score, "A scored pair is a paraphrase at this score or more")
+      ->capture_default_str();
+  fit->add_option("--l2", fit_flags->l2, "L2 penalty on the standardized weights")->capture_default_str();
+  fit->add_option("--out", fit_flags->out, "Write the weights here (JSON; verifier_weights in a route)");
+  fit->add_flag("--cpp", fit_flags->cpp, "Print the weights as the C++ lines of the built-in verifier");
+  fit->callback([fit_flags, exit_code] { *exit_code = RunFitVerifier(*fit_flags); });
 
   for (const char* name : {"stats", "purge"}) {
     auto flags = std::make_shared<AdminFlags>();

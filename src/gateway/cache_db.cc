@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 namespace tachyon {
@@ -47,9 +48,18 @@ StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path) {
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
                           "CREATE TABLE IF NOT EXISTS exact_cache (key TEXT PRIMARY KEY, endpoint INTEGER, "
                           "model TEXT, text TEXT, finish_reason TEXT, has_usage INTEGER, prompt_tokens INTEGER, "
-                          "completion_tokens INTEGER, stored REAL, expires REAL)"}) {
+                          "completion_tokens INTEGER, stored REAL, expires REAL)",
+                          "CREATE TABLE IF NOT EXISTS semantic_cache (key TEXT PRIMARY KEY, endpoint INTEGER, "
+                          "model TEXT, text TEXT, finish_reason TEXT, has_usage INTEGER, prompt_tokens INTEGER, "
+                          "completion_tokens INTEGER, stored REAL, expires REAL, route TEXT, tenant TEXT, "
+                          "scope TEXT, embedder TEXT, question TEXT, vector BLOB)"}) {
     Status s = Exec(c->db_, sql);
     if (!s.ok()) return s.WithContext("cache store " + path);
+  }
+  // Files written before entries named their route and tenant gain the columns.
+  for (const char* column : {"route", "tenant"}) {
+    const std::string sql = std::string("ALTER TABLE exact_cache ADD COLUMN ") + column + " TEXT DEFAULT ''";
+    (void)Exec(c->db_, sql.c_str());  // fails when the column is there already
   }
   c->thread_ = std::thread([raw = c.get()] { raw->Loop(); });
   return c;
@@ -65,14 +75,19 @@ CacheDb::~CacheDb() {
   if (db_ != nullptr) sqlite3_close(db_);
 }
 
-StatusOr<std::vector<StoredEntry>> CacheDb::Load(double now_unix, size_t limit) {
+StatusOr<std::vector<StoredEntry>> CacheDb::Load(Table table, double now_unix, size_t limit) {
   Flush();
   std::lock_guard<std::mutex> lock(mutex_);  // the writer is idle: the connection is ours
   sqlite3_stmt* s = nullptr;
-  const char* sql =
-      "SELECT key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, completion_tokens, stored, "
-      "expires FROM exact_cache WHERE expires > ? ORDER BY stored DESC LIMIT ?";
-  if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) return SqliteError(db_, "cache store " + path_);
+  const std::string sql = std::string(
+                              "SELECT key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, "
+                              "completion_tokens, stored, expires, route, tenant") +
+                          (table == Table::kSemantic ? ", scope, embedder, question, vector FROM semantic_cache"
+                                                     : " FROM exact_cache") +
+                          " WHERE expires > ? ORDER BY stored DESC LIMIT ?";
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+    return SqliteError(db_, "cache store " + path_);
+  }
   sqlite3_bind_double(s, 1, now_unix);
   sqlite3_bind_int64(s, 2, static_cast<sqlite3_int64>(std::min<size_t>(limit, INT64_MAX)));
   std::vector<StoredEntry> out;
@@ -88,6 +103,18 @@ StatusOr<std::vector<StoredEntry>> CacheDb::Load(double now_unix, size_t limit) 
     e.answer.usage = {sqlite3_column_int64(s, 6), sqlite3_column_int64(s, 7)};
     e.stored_unix = sqlite3_column_double(s, 8);
     e.expires_unix = sqlite3_column_double(s, 9);
+    e.route = Column(s, 10);
+    e.tenant = Column(s, 11);
+    if (table == Table::kSemantic) {
+      e.scope = Column(s, 12);
+      e.embedder = Column(s, 13);
+      e.question = Column(s, 14);
+      const int bytes = sqlite3_column_bytes(s, 15);
+      const void* blob = sqlite3_column_blob(s, 15);
+      if (blob == nullptr || bytes <= 0 || bytes % sizeof(float) != 0) continue;  // not a vector: never served
+      e.vector.resize(static_cast<size_t>(bytes) / sizeof(float));
+      std::memcpy(e.vector.data(), blob, static_cast<size_t>(bytes));
+    }
     out.push_back(std::move(e));
   }
   sqlite3_finalize(s);
@@ -95,18 +122,19 @@ StatusOr<std::vector<StoredEntry>> CacheDb::Load(double now_unix, size_t limit) 
   return out;
 }
 
-void CacheDb::Put(StoredEntry entry) {
+void CacheDb::Put(Table table, StoredEntry entry) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({true, std::move(entry)});
+    queue_.push_back({table, true, std::move(entry)});
   }
   wake_.notify_one();
 }
 
-void CacheDb::Delete(std::string key) {
+void CacheDb::Delete(Table table, std::string key) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Op op;
+    op.table = table;
     op.entry.key = std::move(key);
     queue_.push_back(std::move(op));
   }
@@ -147,36 +175,54 @@ void CacheDb::Apply(std::vector<Op>& ops) {
     std::fprintf(stderr, "tachyon: cache store %s: BEGIN failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
     return;
   }
-  sqlite3_stmt *put = nullptr, *del = nullptr;
+  sqlite3_stmt *put[2] = {nullptr, nullptr}, *del[2] = {nullptr, nullptr};
   sqlite3_prepare_v2(db_,
                      "INSERT OR REPLACE INTO exact_cache (key, endpoint, model, text, finish_reason, has_usage, "
-                     "prompt_tokens, completion_tokens, stored, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     -1, &put, nullptr);
-  sqlite3_prepare_v2(db_, "DELETE FROM exact_cache WHERE key = ?", -1, &del, nullptr);
+                     "prompt_tokens, completion_tokens, stored, expires, route, tenant) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     -1, &put[0], nullptr);
+  sqlite3_prepare_v2(db_,
+                     "INSERT OR REPLACE INTO semantic_cache (key, endpoint, model, text, finish_reason, has_usage, "
+                     "prompt_tokens, completion_tokens, stored, expires, route, tenant, scope, embedder, question, "
+                     "vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     -1, &put[1], nullptr);
+  sqlite3_prepare_v2(db_, "DELETE FROM exact_cache WHERE key = ?", -1, &del[0], nullptr);
+  sqlite3_prepare_v2(db_, "DELETE FROM semantic_cache WHERE key = ?", -1, &del[1], nullptr);
+  auto text = [](sqlite3_stmt* s, int i, const std::string& v) {
+    sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  };
   for (const Op& op : ops) {
     const StoredEntry& e = op.entry;
-    sqlite3_stmt* s = op.put ? put : del;
-    if (s == nullptr) break;
+    const int t = op.table == Table::kSemantic ? 1 : 0;
+    sqlite3_stmt* s = op.put ? put[t] : del[t];
+    if (s == nullptr) continue;
     sqlite3_reset(s);
-    sqlite3_bind_text(s, 1, e.key.data(), static_cast<int>(e.key.size()), SQLITE_TRANSIENT);
+    text(s, 1, e.key);
     if (op.put) {
       sqlite3_bind_int(s, 2, e.answer.endpoint == Endpoint::kChatCompletions ? 1 : 0);
-      sqlite3_bind_text(s, 3, e.answer.model.data(), static_cast<int>(e.answer.model.size()), SQLITE_TRANSIENT);
-      sqlite3_bind_text(s, 4, e.answer.text.data(), static_cast<int>(e.answer.text.size()), SQLITE_TRANSIENT);
-      sqlite3_bind_text(s, 5, e.answer.finish_reason.data(), static_cast<int>(e.answer.finish_reason.size()),
-                        SQLITE_TRANSIENT);
+      text(s, 3, e.answer.model);
+      text(s, 4, e.answer.text);
+      text(s, 5, e.answer.finish_reason);
       sqlite3_bind_int(s, 6, e.answer.has_usage ? 1 : 0);
       sqlite3_bind_int64(s, 7, e.answer.usage.prompt_tokens);
       sqlite3_bind_int64(s, 8, e.answer.usage.completion_tokens);
       sqlite3_bind_double(s, 9, e.stored_unix);
       sqlite3_bind_double(s, 10, e.expires_unix);
+      text(s, 11, e.route);
+      text(s, 12, e.tenant);
+      if (t == 1) {
+        text(s, 13, e.scope);
+        text(s, 14, e.embedder);
+        text(s, 15, e.question);
+        sqlite3_bind_blob(s, 16, e.vector.data(), static_cast<int>(e.vector.size() * sizeof(float)),
+                          SQLITE_TRANSIENT);
+      }
     }
     if (sqlite3_step(s) != SQLITE_DONE) {
       std::fprintf(stderr, "tachyon: cache store %s: write failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
     }
   }
-  sqlite3_finalize(put);
-  sqlite3_finalize(del);
+  for (sqlite3_stmt* s : {put[0], put[1], del[0], del[1]}) sqlite3_finalize(s);
   if (!Exec(db_, "COMMIT").ok()) {
     std::fprintf(stderr, "tachyon: cache store %s: COMMIT failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
     (void)Exec(db_, "ROLLBACK");  // what failed is already reported

@@ -1,5 +1,6 @@
-// CacheDb: the exact cache's entries in one SQLite file (WAL mode), so they
-// survive a restart. The in-memory LRU stays the index that answers lookups;
+// CacheDb: the caches' entries in one SQLite file (WAL mode), so they survive
+// a restart: the exact cache's in one table, the semantic cache's (with their
+// question, scope and vector) in another. The in-memory LRU stays the index that answers lookups;
 // this file is written behind it by a thread of its own (puts and deletes
 // queued, applied in transactions of up to 256), so no request waits on a disk
 // write. Each entry is one row written in one transaction: a process killed
@@ -24,7 +25,11 @@ namespace tachyon {
 
 struct StoredEntry {
   std::string key;
+  std::string route, tenant;
   CapturedAnswer answer;
+  // Semantic entries only.
+  std::string scope, embedder, question;
+  std::vector<float> vector;
   double stored_unix = 0;   // seconds since the epoch
   double expires_unix = 0;
 };
@@ -35,11 +40,13 @@ class CacheDb {
   static StatusOr<std::unique_ptr<CacheDb>> Open(const std::string& path);
   ~CacheDb();  // applies what is queued, then closes
 
-  // The entries not expired at now_unix, most recently stored first, at most `limit`.
-  StatusOr<std::vector<StoredEntry>> Load(double now_unix, size_t limit);
+  enum class Table { kExact, kSemantic };
 
-  void Put(StoredEntry entry);     // queued
-  void Delete(std::string key);    // queued
+  // The entries not expired at now_unix, most recently stored first, at most `limit`.
+  StatusOr<std::vector<StoredEntry>> Load(Table table, double now_unix, size_t limit);
+
+  void Put(Table table, StoredEntry entry);   // queued
+  void Delete(Table table, std::string key);  // queued
   // Waits until everything queued so far is written (tests, shutdown).
   void Flush();
 
@@ -47,6 +54,7 @@ class CacheDb {
 
  private:
   struct Op {
+    Table table = Table::kExact;
     bool put = false;
     StoredEntry entry;  // put: the entry; delete: its key
   };

@@ -14,17 +14,19 @@ using Clock = std::chrono::steady_clock;
 // Integral floats become integers (1.0 and 1 are the same request); object
 // keys are already sorted (nlohmann::json keeps them in a std::map). Top-level
 // keys in `skip` are left out, so the body is copied once.
-nlohmann::json Canonical(const nlohmann::json& v, std::initializer_list<std::string_view> skip = {}) {
+}  // namespace
+
+nlohmann::json CanonicalJson(const nlohmann::json& v, std::initializer_list<std::string_view> skip) {
   if (v.is_object()) {
     nlohmann::json out = nlohmann::json::object();
     for (auto it = v.begin(); it != v.end(); ++it) {
-      if (std::find(skip.begin(), skip.end(), it.key()) == skip.end()) out[it.key()] = Canonical(it.value());
+      if (std::find(skip.begin(), skip.end(), it.key()) == skip.end()) out[it.key()] = CanonicalJson(it.value());
     }
     return out;
   }
   if (v.is_array()) {
     nlohmann::json out = nlohmann::json::array();
-    for (const nlohmann::json& x : v) out.push_back(Canonical(x));
+    for (const nlohmann::json& x : v) out.push_back(CanonicalJson(x));
     return out;
   }
   if (v.is_number_float()) {
@@ -36,12 +38,16 @@ nlohmann::json Canonical(const nlohmann::json& v, std::initializer_list<std::str
   return v;
 }
 
+namespace {
+
 // What an entry is counted as against max_bytes.
 size_t EntryBytes(const std::string& key, const CapturedAnswer& a) {
   return key.size() + a.text.size() + a.model.size() + a.finish_reason.size() + 128;
 }
 
-bool HasDirective(const std::string& cache_control, std::string_view directive) {
+}  // namespace
+
+bool HasCacheDirective(const std::string& cache_control, std::string_view directive) {
   size_t pos = 0;
   while ((pos = cache_control.find(directive, pos)) != std::string::npos) {
     const bool start = pos == 0 || cache_control[pos - 1] == ' ' || cache_control[pos - 1] == ',';
@@ -53,6 +59,8 @@ bool HasDirective(const std::string& cache_control, std::string_view directive) 
   }
   return false;
 }
+
+namespace {
 
 // The text in pieces of about `size` bytes, cut at UTF-8 character boundaries.
 std::vector<std::string> Pieces(const std::string& text, size_t size) {
@@ -75,7 +83,7 @@ double UnixNow() {
 
 std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
   const nlohmann::json body = request.body.is_object()
-                                  ? Canonical(request.body, {"stream", "stream_options", "user", "model"})
+                                  ? CanonicalJson(request.body, {"stream", "stream_options", "user", "model"})
                                   : nlohmann::json::object();
   return route + "\n" + tenant + "\n" + (request.endpoint == Endpoint::kChatCompletions ? "chat" : "completions") +
          "\n" + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -89,7 +97,7 @@ std::optional<ExactCache::Entry> ExactCache::Find(const std::string& key, Clock:
     bytes_ -= it->second->second.bytes;
     lru_.erase(it->second);
     index_.erase(it);
-    if (db_) db_->Delete(key);
+    if (db_) db_->Delete(CacheDb::Table::kExact, key);
     return std::nullopt;
   }
   lru_.splice(lru_.begin(), lru_, it->second);
@@ -108,14 +116,22 @@ void ExactCache::InsertLocked(const std::string& key, Entry e) {
   index_[key] = lru_.begin();
 }
 
-void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_point now, double ttl_seconds) {
+void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_point now, double ttl_seconds,
+                     const std::string& route, const std::string& tenant) {
   if (EntryBytes(key, answer) > max_bytes_) return;  // larger than the whole cache
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
     const double unix_now = UnixNow();
-    db_->Put({key, answer, unix_now, unix_now + ttl_seconds});
+    db_->Put(CacheDb::Table::kExact, {.key = key,
+                                      .route = route,
+                                      .tenant = tenant,
+                                      .answer = answer,
+                                      .stored_unix = unix_now,
+                                      .expires_unix = unix_now + ttl_seconds});
   }
   InsertLocked(key, Entry{.answer = std::move(answer),
+                          .route = route,
+                          .tenant = tenant,
                           .stored = now,
                           .expires = now + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(ttl_seconds))});
@@ -125,7 +141,7 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
 Status ExactCache::Load() {
   if (!db_) return Status::Ok();
   const double unix_now = UnixNow();
-  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(unix_now, max_entries_));
+  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheDb::Table::kExact, unix_now, max_entries_));
   const Clock::time_point now = Clock::now();
   auto offset = [&](double unix_time) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
@@ -134,6 +150,8 @@ Status ExactCache::Load() {
   // Oldest first, so that the most recent ends at the front of the LRU.
   for (auto it = stored.rbegin(); it != stored.rend(); ++it) {
     InsertLocked(it->key, Entry{.answer = std::move(it->answer),
+                                .route = std::move(it->route),
+                                .tenant = std::move(it->tenant),
                                 .stored = now + offset(it->stored_unix),
                                 .expires = now + offset(it->expires_unix)});
   }
@@ -144,7 +162,7 @@ Status ExactCache::Load() {
 void ExactCache::EvictLocked() {
   while (!lru_.empty() && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
     bytes_ -= lru_.back().second.bytes;
-    if (db_) db_->Delete(lru_.back().first);
+    if (db_) db_->Delete(CacheDb::Table::kExact, lru_.back().first);
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -155,16 +173,18 @@ size_t ExactCache::entries() const {
   return lru_.size();
 }
 
-size_t ExactCache::Purge(const std::string& route) {
+size_t ExactCache::Purge(const std::string& route, const std::string& tenant) {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t n = 0;
   for (auto it = lru_.begin(); it != lru_.end();) {
-    if (!route.empty() && it->second.answer.model != route) {
+    const Entry& e = it->second;
+    const std::string& entry_route = e.route.empty() ? e.answer.model : e.route;
+    if ((!route.empty() && entry_route != route) || (!tenant.empty() && e.tenant != tenant)) {
       ++it;
       continue;
     }
     bytes_ -= it->second.bytes;
-    if (db_) db_->Delete(it->first);
+    if (db_) db_->Delete(CacheDb::Table::kExact, it->first);
     index_.erase(it->first);
     it = lru_.erase(it);
     ++n;
@@ -176,7 +196,7 @@ nlohmann::json ExactCache::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   nlohmann::json routes = nlohmann::json::object();
   for (const auto& [key, entry] : lru_) {
-    nlohmann::json& n = routes[entry.answer.model];
+    nlohmann::json& n = routes[entry.route.empty() ? entry.answer.model : entry.route];
     n = n.is_null() ? 1 : n.get<int64_t>() + 1;
   }
   return {{"entries", lru_.size()},
@@ -218,7 +238,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
     lookups_->With({"exact", status}).Add();
   };
   const bool sampled = r.sampling.temperature > 0;
-  if (HasDirective(request.cache_control, "no-store") || (sampled && !route->second.sampled) || r.n != 1) {
+  if (HasCacheDirective(request.cache_control, "no-store") || (sampled && !route->second.sampled) || r.n != 1) {
     result("bypass");
     return std::nullopt;
   }
@@ -229,7 +249,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
   std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
   request.cache_key = hex;
-  if (HasDirective(request.cache_control, "no-cache")) {
+  if (HasCacheDirective(request.cache_control, "no-cache")) {
     result("miss");  // asked for a fresh answer; it is stored
     return std::nullopt;
   }
@@ -250,7 +270,7 @@ void ExactCacheStage::OnAnswer(const GatewayRequest& request, const CapturedAnsw
   if (answer.finish_reason != "stop" && answer.finish_reason != "length") return;
   auto route = options_.routes.find(request.route.empty() ? request.request->model : request.route);
   if (route == options_.routes.end()) return;
-  store_->Put(request.cache_key, answer, Clock::now(), route->second.ttl_seconds);
+  store_->Put(request.cache_key, answer, Clock::now(), route->second.ttl_seconds, route->first, request.tenant);
   entries_->Set(static_cast<double>(store_->entries()));
   bytes_->Set(static_cast<double>(store_->bytes()));
 }

@@ -43,6 +43,13 @@ struct ExactCacheOptions {
   std::unordered_map<std::string, ExactCacheRouteOptions> routes;  // by route name: the routes cached
 };
 
+// The canonical form of a JSON value: object keys sorted, integral floats written
+// as integers; top-level keys in `skip` left out.
+nlohmann::json CanonicalJson(const nlohmann::json& v, std::initializer_list<std::string_view> skip = {});
+
+// Whether a Cache-Control value (lower-case) carries the directive ("no-store").
+bool HasCacheDirective(const std::string& cache_control, std::string_view directive);
+
 // The canonical key text of a request for a route (exposed for tests).
 std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant);
 
@@ -50,12 +57,13 @@ class ExactCache {
  public:
   struct Entry {
     CapturedAnswer answer;
+    std::string route, tenant;
     std::chrono::steady_clock::time_point stored;
     std::chrono::steady_clock::time_point expires;
     size_t bytes = 0;
   };
 
-  ExactCache(size_t max_entries, size_t max_bytes, std::unique_ptr<CacheDb> db = nullptr)
+  ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheDb> db = nullptr)
       : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {}
 
   // Reads the database's live entries into memory (most recent first, within the limits).
@@ -65,11 +73,11 @@ class ExactCache {
   // The entry, if present and not expired (an expired one is dropped); refreshes its LRU place.
   std::optional<Entry> Find(const std::string& key, std::chrono::steady_clock::time_point now);
   void Put(const std::string& key, CapturedAnswer answer, std::chrono::steady_clock::time_point now,
-           double ttl_seconds);
+           double ttl_seconds, const std::string& route = "", const std::string& tenant = "");
   size_t entries() const;
   size_t bytes() const;
-  // Drops every entry of the route (all entries when route is empty); returns how many.
-  size_t Purge(const std::string& route);
+  // Drops every entry of the route and of the tenant (an empty one: any); returns how many.
+  size_t Purge(const std::string& route, const std::string& tenant = "");
   // {"entries", "bytes", "store", "routes": {route: entries}}
   nlohmann::json Stats() const;
 
@@ -78,7 +86,7 @@ class ExactCache {
   void InsertLocked(const std::string& key, Entry entry);
   using Lru = std::list<std::pair<std::string, Entry>>;  // most recent first
   const size_t max_entries_, max_bytes_;
-  std::unique_ptr<CacheDb> db_;  // null: memory only
+  std::shared_ptr<CacheDb> db_;  // null: memory only
   mutable std::mutex mutex_;
   Lru lru_;                                                // guarded by mutex_
   std::unordered_map<std::string, Lru::iterator> index_;  // guarded by mutex_

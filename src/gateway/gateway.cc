@@ -5,7 +5,9 @@
 
 #include <xxhash.h>
 
+#include "gateway/embedder_spec.h"
 #include "gateway/exact_cache.h"
+#include "gateway/semantic_cache.h"
 
 namespace tachyon {
 namespace {
@@ -140,6 +142,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     std::optional<StageAnswer> answer = gateway_->pipeline().Run(pending_);
     info_.cache = pending_.cache_status;
     info_.cache_age_seconds = pending_.cache_age_seconds;
+    info_.cache_similarity = pending_.cache_similarity;
     if (answer) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -152,7 +155,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       plan_ = route_->Plan(*pending_.request, Clock::now());
-      if (gateway_->pipeline().wants_answers() && !pending_.cache_key.empty()) {
+      if (gateway_->pipeline().wants_answers() && (!pending_.cache_key.empty() || !pending_.semantic_scope.empty())) {
         capture_ = std::make_unique<Capture>();
         capture_->request = pending_;  // before the id moves on
       }
@@ -394,7 +397,8 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   // A stage's answer, replayed as if a backend had given it.
   void Replay(const StageAnswer& answer) {
     const double e2e = Since(pending_.arrival, Clock::now());
-    CallInfo info{route_->name(), answer.answered_by, 0, e2e, e2e, info_.cache, info_.cache_age_seconds};
+    CallInfo info{route_->name(), answer.answered_by, 0, e2e, e2e, info_.cache, info_.cache_age_seconds,
+                  info_.cache_similarity};
     for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
     sink_->OnDone(answer.result, info);
   }
@@ -518,32 +522,82 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     g->slots_.push_back(MakeSlot(std::move(backend), b.fingerprint, b.breaker, metrics));
   }
   ExactCacheOptions cache{.max_entries = config.cache.max_entries, .max_bytes = config.cache.max_bytes};
+  bool semantic = false;
   for (const RouteConfig& r : config.routes) {
     if (r.exact_cache) cache.routes[r.model] = {.ttl_seconds = r.exact_cache_ttl, .sampled = r.cache_sampled};
+    semantic = semantic || r.semantic_cache.has_value();
   }
-  if (!cache.routes.empty()) {
-    // A reload keeps the store (and its entries) when [cache] is unchanged.
+  if (!cache.routes.empty() || semantic) {
+    // A reload keeps the stores (and their entries) when [cache] is unchanged.
     const std::string store_key = config.cache.store + "\n" + std::to_string(config.cache.max_entries) + "\n" +
                                   std::to_string(config.cache.max_bytes);
-    std::shared_ptr<ExactCache> store;
-    if (previous != nullptr && previous->exact_cache_ && previous->cache_store_key_ == store_key) {
-      store = previous->exact_cache_;
-    } else {
-      std::unique_ptr<CacheDb> db;
-      if (config.cache.store.rfind("sqlite:", 0) == 0) {
-        StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7));
-        if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
-        db = std::move(opened).value();
-      }
-      store = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, std::move(db));
-      if (Status loaded = store->Load(); !loaded.ok()) {
-        return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
-      }
+    const bool keep = previous != nullptr && previous->cache_store_key_ == store_key;
+    if (keep) g->cache_db_ = previous->cache_db_;
+    if (!keep && config.cache.store.rfind("sqlite:", 0) == 0) {
+      StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7));
+      if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
+      g->cache_db_ = std::move(opened).value();
     }
-    auto stage = std::make_unique<ExactCacheStage>(std::move(cache), store, metrics);
-    g->exact_cache_ = std::move(store);
     g->cache_store_key_ = store_key;
-    g->pipeline_.Add(std::move(stage));
+    if (!cache.routes.empty()) {
+      if (keep && previous->exact_cache_) {
+        g->exact_cache_ = previous->exact_cache_;
+      } else {
+        g->exact_cache_ = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, g->cache_db_);
+        if (Status loaded = g->exact_cache_->Load(); !loaded.ok()) {
+          return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
+        }
+      }
+      g->pipeline_.Add(std::make_unique<ExactCacheStage>(std::move(cache), g->exact_cache_, metrics));
+    }
+    if (semantic) {
+      if (keep && previous->semantic_cache_) {
+        g->semantic_cache_ = previous->semantic_cache_;
+      } else {
+        g->semantic_cache_ =
+            std::make_shared<SemanticCache>(config.cache.max_entries, config.cache.max_bytes, g->cache_db_);
+        if (Status loaded = g->semantic_cache_->Load(); !loaded.ok()) {
+          return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
+        }
+      }
+      // Routes naming the same embedder share one.
+      std::unordered_map<std::string, std::shared_ptr<Embedder>> embedders;
+      std::unordered_map<std::string, SemanticRouteOptions> routes;
+      for (const RouteConfig& r : config.routes) {
+        if (!r.semantic_cache) continue;
+        const SemanticCacheConfig& c = *r.semantic_cache;
+        std::shared_ptr<Embedder>& embedder = embedders[c.embedder];
+        if (!embedder) {
+          StatusOr<std::unique_ptr<Embedder>> made = MakeEmbedder(c.embedder);
+          if (!made.ok()) {
+            return InvalidArgumentError(config.path + ": route '" + r.model + "': semantic_cache: embedder: " +
+                                        made.status().message());
+          }
+          embedder = std::move(made).value();
+        }
+        SemanticRouteOptions o{.embedder = embedder,
+                               .hit = {.threshold = c.threshold,
+                                       .verifier_min = c.verifier,
+                                       .band = c.guards == "off" ? 0.0 : c.band,
+                                       .guards_on_hits = c.guards == "all"},
+                               .ttl_seconds = c.ttl,
+                               .sampled = r.cache_sampled};
+        if (c.verifier > 0) {
+          if (c.verifier_weights.empty()) {
+            o.verifier = std::make_shared<PairVerifier>();
+          } else {
+            StatusOr<VerifierWeights> w = ReadVerifierWeights(c.verifier_weights);
+            if (!w.ok()) {
+              return InvalidArgumentError(config.path + ": route '" + r.model +
+                                          "': semantic_cache: verifier_weights: " + w.status().message());
+            }
+            o.verifier = std::make_shared<PairVerifier>(std::move(w).value());
+          }
+        }
+        routes[r.model] = std::move(o);
+      }
+      g->pipeline_.Add(std::make_unique<SemanticCacheStage>(std::move(routes), g->semantic_cache_, metrics));
+    }
   }
   for (const RouteConfig& r : config.routes) {
     std::vector<std::shared_ptr<BackendSlot>> slots;

@@ -57,6 +57,7 @@ struct CallInfo {
   double ttft_seconds = -1, e2e_seconds = -1;
   std::string cache;    // "hit", "miss", "bypass", or "" (the route is not cached)
   double cache_age_seconds = -1;
+  double cache_similarity = -1;  // a semantic hit's cosine
 };
 
 // Where a call's answer goes (the server frames it for HTTP). Called on backend
@@ -69,7 +70,9 @@ class GatewaySink {
 };
 
 class Route;
+class CacheDb;
 class ExactCache;
+class SemanticCache;
 
 class Gateway : public std::enable_shared_from_this<Gateway> {
  public:
@@ -111,6 +114,8 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   const std::vector<std::shared_ptr<BackendSlot>>& backends() const { return slots_; }
   // The exact cache's store, or null when no route is cached.
   ExactCache* exact_cache() const { return exact_cache_.get(); }
+  // The semantic cache's store, or null when no route has one.
+  SemanticCache* semantic_cache() const { return semantic_cache_.get(); }
   const Offload& offload() const { return offload_; }
 
  private:
@@ -129,8 +134,11 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::vector<std::unique_ptr<Route>> routes_;
   std::unordered_map<std::string, Route*> by_model_;
   Pipeline pipeline_;
-  std::shared_ptr<ExactCache> exact_cache_;  // the exact cache stage's store, for a reload to keep
-  std::string cache_store_key_;              // the [cache] table it was made from
+  // The caches' stores, kept by a reload when the [cache] table they were made from is unchanged.
+  std::shared_ptr<CacheDb> cache_db_;
+  std::shared_ptr<ExactCache> exact_cache_;
+  std::shared_ptr<SemanticCache> semantic_cache_;
+  std::string cache_store_key_;
 };
 
 }  // namespace tachyon

@@ -89,6 +89,9 @@ class TableReader {
     return Status::Ok();
   }
 
+  const std::string& path() const { return path_; }
+  const std::string& what() const { return what_; }
+
   std::string Fingerprint() const {
     std::ostringstream out;
     out << toml::json_formatter{table_};
@@ -202,6 +205,27 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
   RETURN_IF_ERROR(t.Bool("exact_cache", &r->exact_cache));
   RETURN_IF_ERROR(t.Number("exact_cache_ttl", &r->exact_cache_ttl, 0.001, 1e9));
   RETURN_IF_ERROR(t.Bool("cache_sampled", &r->cache_sampled));
+  if (const toml::node* n = t.Get("semantic_cache")) {
+    if (!n->is_table()) {
+      return t.Error(*n, "semantic_cache", "must be a table, e.g. { embedder = \"hash\", threshold = 0.93 }");
+    }
+    TableReader s(*n->as_table(), t.path(), t.what() + ": semantic_cache");
+    SemanticCacheConfig c;
+    RETURN_IF_ERROR(s.String("embedder", &c.embedder, true));
+    if (c.embedder.empty()) return s.Error(*s.Get("embedder"), "embedder", "must not be empty");
+    RETURN_IF_ERROR(s.Number("threshold", &c.threshold, -1, 1));
+    RETURN_IF_ERROR(s.Number("verifier", &c.verifier, 0, 1));
+    RETURN_IF_ERROR(s.String("verifier_weights", &c.verifier_weights));
+    RETURN_IF_ERROR(s.Number("band", &c.band, 0, 1));
+    RETURN_IF_ERROR(s.String("guards", &c.guards));
+    if (c.guards != "off" && c.guards != "band" && c.guards != "all") {
+      return s.Error(*s.Get("guards"), "guards", "must be \"off\", \"band\" or \"all\", not \"" + c.guards + "\"");
+    }
+    c.ttl = r->exact_cache_ttl;
+    RETURN_IF_ERROR(s.Number("ttl", &c.ttl, 0.001, 1e9));
+    RETURN_IF_ERROR(s.NoOtherKeys());
+    r->semantic_cache = std::move(c);
+  }
   return t.NoOtherKeys();
 }
 

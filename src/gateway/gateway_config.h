@@ -34,6 +34,17 @@ struct BackendConfig {
   std::string fingerprint;
 };
 
+// A route's semantic cache: `semantic_cache = { embedder = "hash", threshold = 0.93, ... }`.
+struct SemanticCacheConfig {
+  std::string embedder;         // an embedder SPEC: hash, words:PATH, local:MODEL.gguf, remote:URL#MODEL
+  double threshold = 0.93;      // cosine a hit needs
+  double verifier = 0;          // verifier score a hit needs (0: no verifier)
+  std::string verifier_weights; // fit-verifier's file; empty: the built-in weights
+  double band = 0.03;           // cosines this far under the threshold hit when the guards pass
+  std::string guards = "band";  // "off", "band" (the band only) or "all" (every hit)
+  double ttl = 3600;            // seconds an answer stays
+};
+
 struct RouteConfig {
   std::string model;  // the name clients send
   std::vector<std::string> backends;
@@ -45,6 +56,7 @@ struct RouteConfig {
   bool exact_cache = false;           // answer repeated requests from the exact cache
   double exact_cache_ttl = 3600;      // seconds an answer stays
   bool cache_sampled = false;         // also cache answers of requests with temperature > 0
+  std::optional<SemanticCacheConfig> semantic_cache;
 };
 
 struct CacheConfig {

@@ -152,6 +152,37 @@ max_bytes = 1048576
   EXPECT_NE(ErrorOf(base + "[cache]\nmax_entrys = 3\n").find("max_entrys"), std::string::npos);
 }
 
+TEST(GatewayConfigTest, SemanticCacheTable) {
+  const std::string base = "[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://h/v1\"\n"
+                           "[[route]]\nmodel = \"chat\"\nbackends = [\"a\"]\nexact_cache_ttl = 120\n";
+  // The fixed example, and the defaults.
+  StatusOr<GatewayConfig> c = Parse(base + "semantic_cache = { embedder = \"hash\", threshold = 0.93 }\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->routes[0].semantic_cache);
+  const SemanticCacheConfig& s = *c->routes[0].semantic_cache;
+  EXPECT_EQ(s.embedder, "hash");
+  EXPECT_DOUBLE_EQ(s.threshold, 0.93);
+  EXPECT_DOUBLE_EQ(s.verifier, 0);
+  EXPECT_EQ(s.guards, "band");
+  EXPECT_DOUBLE_EQ(s.ttl, 120);  // the route's exact_cache_ttl unless set
+  EXPECT_FALSE(Parse(base)->routes[0].semantic_cache);
+  c = Parse(base + "semantic_cache = { embedder = \"hash:512\", threshold = 0.64, verifier = 0.9, band = 0.05, "
+                   "guards = \"all\", ttl = 30 }\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->routes[0].semantic_cache->verifier, 0.9);
+  EXPECT_EQ(c->routes[0].semantic_cache->guards, "all");
+  EXPECT_DOUBLE_EQ(c->routes[0].semantic_cache->ttl, 30);
+  EXPECT_NE(ErrorOf(base + "semantic_cache = { threshold = 0.9 }\n").find("key 'embedder' is required"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "semantic_cache = { embedder = \"hash\", threshold = 1.5 }\n").find("key 'threshold'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "semantic_cache = { embedder = \"hash\", guards = \"some\" }\n").find("key 'guards'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "semantic_cache = { embedder = \"hash\", treshold = 0.9 }\n").find("treshold"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "semantic_cache = true\n").find("must be a table"), std::string::npos);
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
             "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\" or \"embedding\", not \"grpc\"");

@@ -31,6 +31,10 @@ struct GatewayRequest {
   std::string cache_status;
   double cache_age_seconds = -1;
   std::string cache_key;                       // the exact cache's key of this request ("" : not cached)
+  double cache_similarity = -1;                // a semantic hit's cosine
+  // The semantic cache's lookup, kept for storing the answer ("" : not cached).
+  std::string semantic_scope, semantic_embedder, semantic_question;
+  std::vector<float> semantic_vector;
 };
 
 // A complete answer as the backend gave it, for stages that store answers.

@@ -7,6 +7,7 @@
 
 #include "api/embeddings.h"
 #include "gateway/exact_cache.h"
+#include "gateway/semantic_cache.h"
 
 namespace tachyon {
 namespace {
@@ -83,6 +84,11 @@ class HttpSink : public GatewaySink {
     if (!info.backend.empty()) h.emplace_back("x-tachyon-backend", info.backend);
     if (!info.cache.empty()) h.emplace_back("x-tachyon-cache", info.cache);
     if (info.cache_age_seconds >= 0) h.emplace_back("age", std::to_string(static_cast<int64_t>(info.cache_age_seconds)));
+    if (info.cache_similarity >= 0) {
+      char similarity[16];
+      std::snprintf(similarity, sizeof(similarity), "%.4f", info.cache_similarity);
+      h.emplace_back("x-tachyon-cache-similarity", similarity);
+    }
     return h;
   }
 
@@ -97,6 +103,7 @@ class HttpSink : public GatewaySink {
                            {"ttft_ms", info.ttft_seconds >= 0 ? info.ttft_seconds * 1e3 : 0.0},
                            {"e2e_ms", info.e2e_seconds >= 0 ? info.e2e_seconds * 1e3 : 0.0}};
     if (!info.cache.empty()) line["cache"] = info.cache;
+    if (info.cache_similarity >= 0) line["cache_similarity"] = info.cache_similarity;
     if (result.has_usage) {
       line["prompt_tokens"] = result.usage.prompt_tokens;
       line["completion_tokens"] = result.usage.completion_tokens;
@@ -226,20 +233,46 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
                        "invalid_api_key"});
     return;
   }
-  std::string route;
+  // ?route=NAME&tenant=NAME, percent-decoded.
+  auto decode = [](const std::string& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] == '%' && i + 2 < v.size() && std::isxdigit(static_cast<unsigned char>(v[i + 1])) &&
+          std::isxdigit(static_cast<unsigned char>(v[i + 2]))) {
+        out.push_back(static_cast<char>(std::stoi(v.substr(i + 1, 2), nullptr, 16)));
+        i += 2;
+      } else {
+        out.push_back(v[i] == '+' ? ' ' : v[i]);
+      }
+    }
+    return out;
+  };
+  std::string route, tenant;
   for (size_t start = 0; start < query.size();) {
     const size_t amp = query.find('&', start);
     const std::string pair = query.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
-    if (pair.rfind("route=", 0) == 0) route = pair.substr(6);
+    if (pair.rfind("route=", 0) == 0) route = decode(pair.substr(6));
+    if (pair.rfind("tenant=", 0) == 0) tenant = decode(pair.substr(7));
     if (amp == std::string::npos) break;
     start = amp + 1;
   }
-  ExactCache* cache = gateway_->Get()->exact_cache();
+  const std::shared_ptr<const Gateway> gateway = gateway_->Get();
+  ExactCache* exact = gateway->exact_cache();
+  SemanticCache* semantic = gateway->semantic_cache();
   if (request.method == "GET") {
-    writer.Respond(200, "application/json", cache ? cache->Stats().dump() : R"({"entries":0,"bytes":0,"routes":{}})");
+    nlohmann::json stats = exact ? exact->Stats() : nlohmann::json{{"entries", 0}, {"bytes", 0}, {"routes", {}}};
+    stats["semantic"] = semantic ? semantic->Stats() : nlohmann::json{{"entries", 0}, {"bytes", 0}, {"routes", {}}};
+    writer.Respond(200, "application/json", stats.dump());
   } else if (request.method == "DELETE") {
-    const size_t purged = cache ? cache->Purge(route) : 0;
-    writer.Respond(200, "application/json", nlohmann::json({{"purged", purged}, {"route", route}}).dump());
+    const size_t exact_purged = exact ? exact->Purge(route, tenant) : 0;
+    const size_t semantic_purged = semantic ? semantic->Purge(route, tenant) : 0;
+    writer.Respond(200, "application/json",
+                   nlohmann::json({{"purged", exact_purged + semantic_purged},
+                                   {"exact", exact_purged},
+                                   {"semantic", semantic_purged},
+                                   {"route", route},
+                                   {"tenant", tenant}})
+                       .dump());
   } else {
     SendError(writer, {405, "method " + request.method + " is not allowed on /v1/cache", "invalid_request_error", "", ""});
   }

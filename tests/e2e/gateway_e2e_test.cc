@@ -269,6 +269,72 @@ TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
   fs::remove_all(TempFile("cache"));
 }
 
+// The semantic cache behind the exact one: a reworded question is answered from
+// the cache in both shapes, another system prompt is not, and the entry (with
+// its vector) survives a restart.
+TEST_F(GatewayE2eTest, SemanticCacheAnswersRewordedQuestionsInScope) {
+  auto good = Upstream({});
+  ASSERT_TRUE(good->started());
+  const std::string config = WriteConfig(
+      "semantic.toml", Backend("good", *good) +
+                           "[[route]]\nmodel = \"chat\"\nbackends = [\"good\"]\nexact_cache = true\n"
+                           "semantic_cache = { embedder = \"hash\", threshold = 0.8 }\n"
+                           "[cache]\nstore = \"sqlite:" + TempFile("semantic/cache.db") + "\"\n");
+  fs::remove_all(TempFile("semantic"));
+  auto gateway_process =
+      std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config, "--admin-key", "admin-k"});
+  ASSERT_TRUE(gateway_process->started());
+  const std::string url = gateway_process->url() + "/v1/chat/completions";
+  auto chat = [](const std::string& question, const std::string& system) {
+    return nlohmann::json({{"model", "chat"},
+                           {"temperature", 0},
+                           {"max_tokens", 5},
+                           {"messages",
+                            {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", question}}}}})
+        .dump();
+  };
+  auto with = [](std::string body, const std::string& extra) { return body.substr(0, body.size() - 1) + extra + "}"; };
+  const std::string first = Post(url, chat("Who are you?", "You are helpful."), "-i");
+  EXPECT_NE(first.find("x-tachyon-cache: miss"), std::string::npos) << first;
+  EXPECT_NE(first.find("x-tachyon-backend: good"), std::string::npos);
+  const std::string reworded = Post(url, chat("who are you", "You are helpful."), "-i");
+  EXPECT_NE(reworded.find("x-tachyon-cache: hit"), std::string::npos) << reworded;
+  EXPECT_NE(reworded.find("x-tachyon-backend: semantic-cache"), std::string::npos);
+  EXPECT_NE(reworded.find("x-tachyon-cache-similarity: 1.0000"), std::string::npos) << "case and punctuation are folded";
+  auto body = nlohmann::json::parse(reworded.substr(reworded.find("\r\n\r\n") + 4));
+  EXPECT_EQ(body["choices"][0]["message"]["content"], " tok tok tok tok tok");
+  const std::string streamed =
+      Post(url, with(chat("Who are you ?", "You are helpful."), R"(,"stream":true,"stream_options":{"include_usage":true})"),
+           "-i -N");
+  EXPECT_NE(streamed.find("x-tachyon-backend: semantic-cache"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("\"usage\""), std::string::npos);
+  EXPECT_EQ(streamed.find("[DONE]"), streamed.rfind("[DONE]"));
+  // Another system prompt is another scope; an unrelated question is a miss.
+  EXPECT_NE(Post(url, chat("who are you", "Talk like a pirate."), "-i").find("x-tachyon-backend: good"),
+            std::string::npos);
+  EXPECT_NE(Post(url, chat("What is the capital of France?", "You are helpful."), "-i").find("x-tachyon-backend: good"),
+            std::string::npos);
+  const std::string metrics = Curl(gateway_process->url() + "/metrics");
+  EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"semantic\",result=\"hit\"} 2"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tachyon:cache_similarity_count{result=\"hit\"} 2"), std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:cache_entries{kind=\"semantic\"} 3"), std::string::npos);
+  ::setenv("TACHYON_TEST_ADMIN_KEY", "admin-k", 1);
+  CommandResult stats =
+      RunTachyon("cache stats --url " + gateway_process->url() + " --admin-key-env TACHYON_TEST_ADMIN_KEY");
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(nlohmann::json::parse(stats.out)["semantic"]["entries"], 3) << stats.out;
+  EXPECT_EQ(gateway_process->Stop(), 0);
+  // Restarted: the vectors are read back and indexed.
+  gateway_process = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
+  ASSERT_TRUE(gateway_process->started());
+  const std::string after =
+      Post(gateway_process->url() + "/v1/chat/completions", chat("WHO are you??", "You are helpful."), "-i");
+  EXPECT_NE(after.find("x-tachyon-backend: semantic-cache"), std::string::npos) << after;
+  EXPECT_EQ(gateway_process->Stop(), 0);
+  fs::remove_all(TempFile("semantic"));
+}
+
 // kill -9 while answers are being written: after a restart every entry that is
 // served is whole (the upstream's exact answer), never a partial one.
 TEST_F(GatewayE2eTest, ExactCacheSurvivesKillNineWithoutPartialEntries) {

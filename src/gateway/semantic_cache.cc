@@ -1,0 +1,326 @@
+#include "gateway/semantic_cache.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+
+#include "gateway/exact_cache.h"
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kCandidates = 4;  // nearest entries checked per lookup
+
+std::string Hex128(const std::string& text) {
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+size_t EntryBytes(const SemanticEntry& e) {
+  return e.key.size() + e.route.size() + e.tenant.size() + e.scope.size() + e.embedder.size() + e.question.size() +
+         e.vector.size() * sizeof(float) + e.answer.text.size() + e.answer.model.size() + 192;
+}
+
+// A message's text: a string, or text parts only.
+bool MessageText(const nlohmann::json& content, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return true;
+  }
+  if (!content.is_array()) return false;
+  out->clear();
+  for (const nlohmann::json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return false;
+    }
+    if (!out->empty()) out->push_back('\n');
+    *out += part["text"].get<std::string>();
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SemanticKey(const CompletionRequest& request, const std::string& route, const std::string& tenant,
+                 std::string* question, std::string* scope_text) {
+  if (!request.body.is_object()) return false;
+  nlohmann::json body = CanonicalJson(request.body, {"stream", "stream_options", "user", "model"});
+  if (request.endpoint == Endpoint::kChatCompletions) {
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) return false;
+    nlohmann::json& last = body["messages"].back();
+    if (!last.is_object() || last.value("role", "") != "user" || !last.contains("content")) return false;
+    if (!MessageText(last["content"], question)) return false;
+    last["content"] = "";
+  } else {
+    if (!body.contains("prompt") || !body["prompt"].is_string()) return false;
+    *question = body["prompt"].get<std::string>();
+    body.erase("prompt");
+  }
+  if (question->find_first_not_of(" \t\r\n") == std::string::npos) return false;
+  *scope_text = route + "\n" + tenant + "\n" + (request.endpoint == Endpoint::kChatCompletions ? "chat" : "completions") +
+                "\n" + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return true;
+}
+
+Status SemanticCache::Load() {
+  if (!db_) return Status::Ok();
+  const double unix_now = UnixNow();
+  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheDb::Table::kSemantic, unix_now, max_entries_));
+  const Clock::time_point now = Clock::now();
+  auto at = [&](double unix_time) {
+    return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
+  };
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = stored.rbegin(); it != stored.rend(); ++it) {  // oldest first: the newest ends in front
+    auto e = std::make_shared<SemanticEntry>();
+    e->key = std::move(it->key);
+    e->route = std::move(it->route);
+    e->tenant = std::move(it->tenant);
+    e->scope = std::move(it->scope);
+    e->embedder = std::move(it->embedder);
+    e->question = std::move(it->question);
+    e->vector = std::move(it->vector);
+    e->answer = std::move(it->answer);
+    e->stored = at(it->stored_unix);
+    e->expires = at(it->expires_unix);
+    InsertLocked(std::move(e));
+  }
+  EvictLocked();
+  return Status::Ok();
+}
+
+void SemanticCache::InsertLocked(std::shared_ptr<SemanticEntry> e) {
+  std::unique_ptr<VectorIndex>& index = indexes_[e->embedder];
+  if (!index) index = std::make_unique<VectorIndex>(static_cast<int>(e->vector.size()));
+  if (index->dimension() != static_cast<int>(e->vector.size())) return;  // another dimension under one id: refused
+  if (auto old = by_key_.find(e->key); old != by_key_.end()) EraseLocked(old->second, false);
+  e->id = next_id_++;
+  e->bytes = EntryBytes(*e);
+  bytes_ += e->bytes;
+  index->Add(e->scope, e->id, e->vector.data());
+  lru_.push_front(e);
+  by_key_[e->key] = lru_.begin();
+  by_id_[e->id] = lru_.begin();
+}
+
+void SemanticCache::EraseLocked(Lru::iterator it, bool from_store) {
+  const std::shared_ptr<SemanticEntry> e = *it;
+  if (auto index = indexes_.find(e->embedder); index != indexes_.end()) index->second->Remove(e->scope, e->id);
+  bytes_ -= e->bytes;
+  by_key_.erase(e->key);
+  by_id_.erase(e->id);
+  lru_.erase(it);
+  if (from_store && db_) db_->Delete(CacheDb::Table::kSemantic, e->key);
+}
+
+void SemanticCache::EvictLocked() {
+  while (!lru_.empty() && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) EraseLocked(std::prev(lru_.end()), true);
+}
+
+std::vector<SemanticCache::Candidate> SemanticCache::Search(const std::string& embedder, const std::string& scope,
+                                                            const float* query, size_t k, Clock::time_point now) {
+  std::vector<Candidate> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto index = indexes_.find(embedder);
+  if (index == indexes_.end()) return out;
+  for (const auto& [id, similarity] : index->second->Search(scope, query, k)) {
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) continue;
+    if ((*it->second)->expires <= now) {
+      EraseLocked(it->second, true);
+      continue;
+    }
+    out.push_back({*it->second, similarity});
+  }
+  return out;
+}
+
+void SemanticCache::Touch(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = by_key_.find(key); it != by_key_.end()) lru_.splice(lru_.begin(), lru_, it->second);
+}
+
+void SemanticCache::Put(SemanticEntry entry, double ttl_seconds) {
+  auto e = std::make_shared<SemanticEntry>(std::move(entry));
+  if (EntryBytes(*e) > max_bytes_) return;  // larger than the whole cache
+  const Clock::time_point now = Clock::now();
+  e->stored = now;
+  e->expires = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_seconds));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (db_) {
+    const double unix_now = UnixNow();
+    db_->Put(CacheDb::Table::kSemantic, {.key = e->key,
+                                         .route = e->route,
+                                         .tenant = e->tenant,
+                                         .answer = e->answer,
+                                         .scope = e->scope,
+                                         .embedder = e->embedder,
+                                         .question = e->question,
+                                         .vector = e->vector,
+                                         .stored_unix = unix_now,
+                                         .expires_unix = unix_now + ttl_seconds});
+  }
+  InsertLocked(std::move(e));
+  EvictLocked();
+}
+
+size_t SemanticCache::Purge(const std::string& route, const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    const SemanticEntry& e = **it;
+    auto next = std::next(it);
+    if ((route.empty() || e.route == route) && (tenant.empty() || e.tenant == tenant)) {
+      EraseLocked(it, true);
+      ++n;
+    }
+    it = next;
+  }
+  return n;
+}
+
+size_t SemanticCache::entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lru_.size();
+}
+
+size_t SemanticCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+nlohmann::json SemanticCache::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  nlohmann::json routes = nlohmann::json::object();
+  for (const auto& e : lru_) {
+    nlohmann::json& n = routes[e->route];
+    n = n.is_null() ? 1 : n.get<int64_t>() + 1;
+  }
+  nlohmann::json indexes = nlohmann::json::object();
+  for (const auto& [id, index] : indexes_) {
+    indexes[id] = {{"entries", index->size()}, {"scopes", index->scopes()}, {"in_graphs", index->graph_entries()}};
+  }
+  return {{"entries", lru_.size()}, {"bytes", bytes_}, {"routes", routes}, {"indexes", indexes}};
+}
+
+SemanticCacheStage::SemanticCacheStage(std::unordered_map<std::string, SemanticRouteOptions> routes,
+                                       std::shared_ptr<SemanticCache> store, MetricsRegistry* metrics)
+    : routes_(std::move(routes)),
+      store_(std::move(store)),
+      lookups_(&metrics->AddCounter("tachyon:cache_lookups_total", "Cache lookups by cache kind and result",
+                                    {"kind", "result"})),
+      rejections_(&metrics->AddCounter("tachyon:cache_semantic_rejections_total",
+                                       "Semantic candidates at or near the threshold turned away, by what turned "
+                                       "them away (verifier, numbers, negation, entities)",
+                                       {"reason"})),
+      similarity_(&metrics->AddHistogram(
+          "tachyon:cache_similarity", "Cosine of the best semantic candidate: hits, and near misses (within 0.1 "
+                                      "under the threshold, or turned away by the verifier or a guard)",
+          {"result"}, {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99, 1.0})) {
+  lookup_seconds_ = &metrics->AddHistogram("tachyon:cache_lookup_seconds",
+                                           "Time of a cache lookup (key, hash and store), hit or miss", {"kind"},
+                                           {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
+                                            2.5e-3, 5e-3, 1e-2})
+                        .With({"semantic"});
+  entries_ = &metrics->AddGauge("tachyon:cache_entries", "Entries held by a cache", {"kind"}).With({"semantic"});
+  bytes_ = &metrics->AddGauge("tachyon:cache_bytes", "Bytes held by a cache", {"kind"}).With({"semantic"});
+  entries_->Set(static_cast<double>(store_->entries()));
+  bytes_->Set(static_cast<double>(store_->bytes()));
+}
+
+std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) {
+  const CompletionRequest& r = *request.request;
+  const std::string& route_name = request.route.empty() ? r.model : request.route;
+  auto route = routes_.find(route_name);
+  if (route == routes_.end()) return std::nullopt;
+  const SemanticRouteOptions& options = route->second;
+  auto result = [&](const char* status) {
+    if (request.cache_status.empty() || std::string_view(status) != "bypass") request.cache_status = status;
+    lookups_->With({"semantic", status}).Add();
+  };
+  const bool sampled = r.sampling.temperature > 0;
+  std::string question, scope_text;
+  if (HasCacheDirective(request.cache_control, "no-store") || (sampled && !options.sampled) || r.n != 1 ||
+      !SemanticKey(r, route_name, request.tenant, &question, &scope_text)) {
+    result("bypass");
+    return std::nullopt;
+  }
+  const Clock::time_point start = Clock::now();
+  StatusOr<std::vector<float>> vector = options.embedder->Embed(std::span<const std::string>(&question, 1));
+  if (!vector.ok()) {
+    std::fprintf(stderr, "tachyon: semantic cache: embedding failed (%s); not cached\n",
+                 vector.status().message().c_str());
+    result("bypass");
+    return std::nullopt;
+  }
+  request.semantic_embedder = options.embedder->id();
+  request.semantic_scope = Hex128(scope_text + "\n" + request.semantic_embedder);
+  request.semantic_question = std::move(question);
+  request.semantic_vector = std::move(vector).value();
+  if (HasCacheDirective(request.cache_control, "no-cache")) {
+    result("miss");  // a fresh answer asked for; it is stored
+    return std::nullopt;
+  }
+  const Clock::time_point now = Clock::now();
+  const std::vector<SemanticCache::Candidate> candidates =
+      store_->Search(request.semantic_embedder, request.semantic_scope, request.semantic_vector.data(), kCandidates,
+                     now);
+  const HitOptions& hit = options.hit;
+  std::optional<SemanticCache::Candidate> chosen;
+  for (const SemanticCache::Candidate& c : candidates) {
+    const HitDecision d = DecideHit(c.similarity, c.entry->question, request.semantic_question,
+                                    options.verifier.get(), hit);
+    if (d.hit) {
+      chosen = c;
+      break;
+    }
+    if (d.rejected_by != "similarity") rejections_->With({std::string(d.rejected_by)}).Add();
+  }
+  lookup_seconds_->Observe(std::chrono::duration<double>(Clock::now() - start).count());
+  if (!chosen) {
+    if (!candidates.empty() && candidates[0].similarity >= hit.threshold - std::max(0.1, hit.band)) {
+      similarity_->With({"near_miss"}).Observe(candidates[0].similarity);
+    }
+    result("miss");
+    return std::nullopt;
+  }
+  similarity_->With({"hit"}).Observe(chosen->similarity);
+  store_->Touch(chosen->entry->key);
+  result("hit");
+  request.cache_age_seconds = std::chrono::duration<double>(now - chosen->entry->stored).count();
+  request.cache_similarity = chosen->similarity;
+  StageAnswer answer = RenderCachedAnswer(chosen->entry->answer, request);
+  answer.answered_by = "semantic-cache";
+  return answer;
+}
+
+void SemanticCacheStage::OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) {
+  if (request.semantic_scope.empty() || request.cache_status == "hit") return;
+  if (answer.finish_reason != "stop" && answer.finish_reason != "length") return;
+  const std::string& route_name = request.route.empty() ? request.request->model : request.route;
+  auto route = routes_.find(route_name);
+  if (route == routes_.end()) return;
+  SemanticEntry e;
+  e.key = Hex128(request.semantic_scope + "\n" + request.semantic_question);
+  e.route = route_name;
+  e.tenant = request.tenant;
+  e.scope = request.semantic_scope;
+  e.embedder = request.semantic_embedder;
+  e.question = request.semantic_question;
+  e.vector = request.semantic_vector;
+  e.answer = answer;
+  store_->Put(std::move(e), route->second.ttl_seconds);
+  entries_->Set(static_cast<double>(store_->entries()));
+  bytes_->Set(static_cast<double>(store_->bytes()));
+}
+
+}  // namespace tachyon

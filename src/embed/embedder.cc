@@ -1,5 +1,8 @@
 #include "embed/embedder.h"
 
+#include "kernels/cpu_features.h"
+#include "kernels/x86/dot_avx2.h"
+
 #include <cmath>
 
 namespace tachyon {
@@ -16,6 +19,8 @@ void NormalizeRows(float* vectors, size_t n, int dim) {
 }
 
 float Dot(const float* a, const float* b, int dim) {
+  static const bool avx2 = CpuHasAvx2();
+  if (avx2) return avx2::DotF32(a, b, dim);
   double sum = 0.0;
   for (int i = 0; i < dim; ++i) sum += static_cast<double>(a[i]) * b[i];
   return static_cast<float>(sum);

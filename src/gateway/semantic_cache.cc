@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "gateway/exact_cache.h"
@@ -132,15 +133,20 @@ std::vector<SemanticCache::Candidate> SemanticCache::Search(const std::string& e
   std::lock_guard<std::mutex> lock(mutex_);
   auto index = indexes_.find(embedder);
   if (index == indexes_.end()) return out;
-  for (const auto& [id, similarity] : index->second->Search(scope, query, k)) {
+  // The index's cosines are approximate (int8 graph nodes): recomputed from the
+  // entries' vectors, and the order with them, over twice the candidates asked.
+  const int dim = index->second->dimension();
+  for (const auto& [id, approximate] : index->second->Search(scope, query, 2 * k)) {
     auto it = by_id_.find(id);
     if (it == by_id_.end()) continue;
     if ((*it->second)->expires <= now) {
       EraseLocked(it->second, true);
       continue;
     }
-    out.push_back({*it->second, similarity});
+    out.push_back({*it->second, Dot(query, (*it->second)->vector.data(), dim)});
   }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.similarity > b.similarity; });
+  if (out.size() > k) out.resize(k);
   return out;
 }
 

@@ -6,7 +6,10 @@
 // (hnswlib: M 16, ef_construction 100, ef 64 at search) that grows as it
 // fills. Debian's hnswlib (0.6.2) has no search filter, hence the partitions:
 // a filtered search over one shared graph would also be slower for the small
-// scopes that most tenants and system prompts make.
+// scopes that most tenants and system prompts make. Graph nodes hold int8
+// vectors with one scale (gateway/int8_dot.h): the cosines a graph search
+// returns are approximate (within about 0.01); the semantic cache recomputes
+// them from its float vectors before deciding.
 //
 // Removal: a flat row is swapped out; a graph node is marked deleted and its
 // partition rebuilt once deleted nodes outnumber live ones. Not thread-safe:
@@ -23,7 +26,8 @@
 namespace hnswlib {
 template <typename T>
 class HierarchicalNSW;
-class InnerProductSpace;
+template <typename T>
+class SpaceInterface;
 }  // namespace hnswlib
 
 namespace tachyon {
@@ -53,7 +57,7 @@ class VectorIndex {
   void MakeGraph(Partition& p, size_t capacity) const;
 
   const int dimension_;
-  std::unique_ptr<hnswlib::InnerProductSpace> space_;
+  std::unique_ptr<hnswlib::SpaceInterface<float>> space_;  // int8 nodes, 1 - dot
   std::unordered_map<std::string, std::unique_ptr<Partition>> partitions_;
   size_t size_ = 0;
 };

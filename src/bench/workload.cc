@@ -228,6 +228,7 @@ Status Workload::LoadPrompts() {
   const std::string& path = options_.prompts_path;
   std::ifstream in(path);
   if (!in) return NotFoundError(path + ": cannot open");
+  if (in >> std::ws; in.peek() == '[') return LoadShareGpt(in);
   std::string line;
   for (int line_number = 1; std::getline(in, line); ++line_number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -283,6 +284,44 @@ Status Workload::LoadPrompts() {
     prompts_.push_back(std::move(e));
   }
   if (prompts_.empty()) return InvalidArgumentError(path + ": no prompts in the file");
+  return Status::Ok();
+}
+
+// ShareGPT / FastChat: [{"conversations": [{"from": "human" | "gpt" | "system", "value": ...}]}].
+// Each human turn is one request: the conversation up to it, the earlier answers as the assistant's.
+Status Workload::LoadShareGpt(std::istream& in) {
+  const std::string& path = options_.prompts_path;
+  nlohmann::json all = nlohmann::json::parse(in, nullptr, false);
+  if (all.is_discarded() || !all.is_array()) return InvalidArgumentError(path + ": not a JSON array (ShareGPT)");
+  for (size_t i = 0; i < all.size(); ++i) {
+    const nlohmann::json& c = all[i];
+    auto bad = [&](const std::string& why) {
+      return InvalidArgumentError(path + ": item " + std::to_string(i) + ": " + why);
+    };
+    if (!c.is_object() || !c.contains("conversations") || !c["conversations"].is_array()) {
+      return bad("expected {\"conversations\": [{\"from\", \"value\"}]}");
+    }
+    nlohmann::json messages = nlohmann::json::array();
+    for (const nlohmann::json& turn : c["conversations"]) {
+      if (!turn.is_object() || !turn.contains("from") || !turn["from"].is_string() || !turn.contains("value") ||
+          !turn["value"].is_string()) {
+        return bad("each turn needs a string 'from' and 'value'");
+      }
+      const std::string from = turn["from"].get<std::string>();
+      const std::string role = from == "human" || from == "user"      ? "user"
+                               : from == "gpt" || from == "assistant" ? "assistant"
+                               : from == "system"                     ? "system"
+                                                                      : "";
+      if (role.empty()) return bad("unknown 'from': " + from);
+      messages.push_back({{"role", role}, {"content", turn["value"]}});
+      if (role != "user") continue;
+      PromptEntry e;
+      e.messages_json = messages.dump();
+      e.turns.push_back(turn["value"].get<std::string>());
+      prompts_.push_back(std::move(e));
+    }
+  }
+  if (prompts_.empty()) return InvalidArgumentError(path + ": no human turns in the file");
   return Status::Ok();
 }
 

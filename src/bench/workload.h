@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -99,6 +100,7 @@ class Workload {
   // Mooncake prompt blocks: block content depends on the hash id alone.
   void TraceBlocks(const TraceRequest& r, BenchTurn* out) const;
 
+  Status LoadShareGpt(std::istream& in);
   struct PromptEntry {
     std::vector<std::string> turns;  // user texts
     std::string messages_json;       // whole chat, when the file gave one

@@ -194,6 +194,32 @@ TEST(WorkloadSharedDataTest, MtBenchAsPromptsAndAsConversations) {
   EXPECT_EQ(conv->Turn(0, 1).text, "Rewrite your previous response. Start every sentence with the letter A.");
 }
 
+TEST_F(WorkloadFileTest, ShareGptConversationsOneRequestPerHumanTurn) {
+  const std::string path = Write(R"([{"id": "a", "conversations": [{"from": "human", "value": "Who are you?"},
+      {"from": "gpt", "value": "A model."}, {"from": "human", "value": "Bye"}]},
+      {"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "hi"}]}])");
+  auto w = Make({.kind = "prompts", .prompts_path = path, .num_requests = 0});
+  ASSERT_EQ(w->num_requests(), 3);
+  EXPECT_EQ(w->Turn(0, 0).messages_json, R"([{"content":"Who are you?","role":"user"}])");
+  EXPECT_EQ(w->Turn(1, 0).messages_json,
+            R"([{"content":"Who are you?","role":"user"},{"content":"A model.","role":"assistant"},)"
+            R"({"content":"Bye","role":"user"}])");
+  EXPECT_EQ(w->Turn(2, 0).messages_json, R"([{"content":"be brief","role":"system"},{"content":"hi","role":"user"}])");
+  EXPECT_NE(Workload::Create({.kind = "prompts", .prompts_path = Write(R"([{"conversations": [{"from": "bot", "value": "x"}]}])")})
+                .status()
+                .message()
+                .find("unknown 'from': bot"),
+            std::string::npos);
+}
+
+TEST(WorkloadSharedDataTest, FastChatIdentityAsShareGpt) {
+  const std::string path = Shared() + "/data/prompts/fastchat_identity/dummy_conversation.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  auto w = Make({.kind = "prompts", .prompts_path = path, .num_requests = 0});
+  EXPECT_GT(w->num_requests(), 500);
+  EXPECT_EQ(w->Turn(0, 0).messages_json, R"([{"content":"Who are you?","role":"user"}])");
+}
+
 TEST(WorkloadSharedDataTest, MooncakeEqualHashIdsGiveEqualText) {
   const std::string path = Shared() + "/data/traces/mooncake/conversation_trace.jsonl";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";

@@ -75,14 +75,14 @@ CacheDb::~CacheDb() {
   if (db_ != nullptr) sqlite3_close(db_);
 }
 
-StatusOr<std::vector<StoredEntry>> CacheDb::Load(Table table, double now_unix, size_t limit) {
+StatusOr<std::vector<StoredEntry>> CacheDb::Load(CacheTable table, double now_unix, size_t limit) {
   Flush();
   std::lock_guard<std::mutex> lock(mutex_);  // the writer is idle: the connection is ours
   sqlite3_stmt* s = nullptr;
   const std::string sql = std::string(
                               "SELECT key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, "
                               "completion_tokens, stored, expires, route, tenant") +
-                          (table == Table::kSemantic ? ", scope, embedder, question, vector FROM semantic_cache"
+                          (table == CacheTable::kSemantic ? ", scope, embedder, question, vector FROM semantic_cache"
                                                      : " FROM exact_cache") +
                           " WHERE expires > ? ORDER BY stored DESC LIMIT ?";
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
@@ -105,7 +105,7 @@ StatusOr<std::vector<StoredEntry>> CacheDb::Load(Table table, double now_unix, s
     e.expires_unix = sqlite3_column_double(s, 9);
     e.route = Column(s, 10);
     e.tenant = Column(s, 11);
-    if (table == Table::kSemantic) {
+    if (table == CacheTable::kSemantic) {
       e.scope = Column(s, 12);
       e.embedder = Column(s, 13);
       e.question = Column(s, 14);
@@ -122,7 +122,7 @@ StatusOr<std::vector<StoredEntry>> CacheDb::Load(Table table, double now_unix, s
   return out;
 }
 
-void CacheDb::Put(Table table, StoredEntry entry) {
+void CacheDb::Put(CacheTable table, StoredEntry entry) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back({table, true, std::move(entry)});
@@ -130,7 +130,7 @@ void CacheDb::Put(Table table, StoredEntry entry) {
   wake_.notify_one();
 }
 
-void CacheDb::Delete(Table table, std::string key) {
+void CacheDb::Delete(CacheTable table, std::string key) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Op op;
@@ -193,7 +193,7 @@ void CacheDb::Apply(std::vector<Op>& ops) {
   };
   for (const Op& op : ops) {
     const StoredEntry& e = op.entry;
-    const int t = op.table == Table::kSemantic ? 1 : 0;
+    const int t = op.table == CacheTable::kSemantic ? 1 : 0;
     sqlite3_stmt* s = op.put ? put[t] : del[t];
     if (s == nullptr) continue;
     sqlite3_reset(s);

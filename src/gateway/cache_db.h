@@ -17,44 +17,29 @@
 #include <vector>
 
 #include "base/status.h"
-#include "gateway/pipeline.h"
+#include "gateway/cache_store.h"
 
 struct sqlite3;
 
 namespace tachyon {
 
-struct StoredEntry {
-  std::string key;
-  std::string route, tenant;
-  CapturedAnswer answer;
-  // Semantic entries only.
-  std::string scope, embedder, question;
-  std::vector<float> vector;
-  double stored_unix = 0;   // seconds since the epoch
-  double expires_unix = 0;
-};
-
-class CacheDb {
+class CacheDb : public CacheStore {
  public:
   // Opens (or creates, with its directory) the file.
   static StatusOr<std::unique_ptr<CacheDb>> Open(const std::string& path);
-  ~CacheDb();  // applies what is queued, then closes
+  ~CacheDb() override;  // applies what is queued, then closes
 
-  enum class Table { kExact, kSemantic };
-
-  // The entries not expired at now_unix, most recently stored first, at most `limit`.
-  StatusOr<std::vector<StoredEntry>> Load(Table table, double now_unix, size_t limit);
-
-  void Put(Table table, StoredEntry entry);   // queued
-  void Delete(Table table, std::string key);  // queued
-  // Waits until everything queued so far is written (tests, shutdown).
-  void Flush();
+  StatusOr<std::vector<StoredEntry>> Load(CacheTable table, double now_unix, size_t limit) override;
+  void Put(CacheTable table, StoredEntry entry) override;
+  void Delete(CacheTable table, std::string key) override;
+  void Flush() override;
+  std::string describe() const override { return "sqlite:" + path_; }
 
   const std::string& path() const { return path_; }
 
  private:
   struct Op {
-    Table table = Table::kExact;
+    CacheTable table = CacheTable::kExact;
     bool put = false;
     StoredEntry entry;  // put: the entry; delete: its key
   };

@@ -89,7 +89,53 @@ std::string ExactCacheKeyText(const CompletionRequest& request, const std::strin
          "\n" + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+ExactCache::ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db)
+    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {
+  if (db_) {
+    db_->Subscribe(CacheTable::kExact,
+                   [this](CacheTable, bool put, StoredEntry e) { OnStoreChange(put, std::move(e)); });
+  }
+}
+
+ExactCache::~ExactCache() {
+  if (db_) db_->Subscribe(CacheTable::kExact, nullptr);  // waits out a change being delivered
+}
+
+void ExactCache::OnStoreChange(bool put, StoredEntry e) {
+  if (!put && e.key.empty()) {  // back after an outage: what others changed meanwhile is read anew
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lru_.clear();
+      index_.clear();
+      bytes_ = 0;
+    }
+    if (Status s = Load(); !s.ok()) std::fprintf(stderr, "tachyon: exact cache: reload: %s\n", s.message().c_str());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!put) {
+    if (auto it = index_.find(e.key); it != index_.end()) {
+      bytes_ -= it->second->second.bytes;
+      lru_.erase(it->second);
+      index_.erase(it);
+    }
+    return;
+  }
+  const double unix_now = UnixNow();
+  const Clock::time_point now = Clock::now();
+  auto at = [&](double unix_time) {
+    return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
+  };
+  InsertLocked(e.key, Entry{.answer = std::move(e.answer),
+                            .route = std::move(e.route),
+                            .tenant = std::move(e.tenant),
+                            .stored = at(e.stored_unix),
+                            .expires = at(e.expires_unix)});
+  EvictLocked();
+}
+
 std::optional<ExactCache::Entry> ExactCache::Find(const std::string& key, Clock::time_point now) {
+  if (db_ && !db_->available()) return std::nullopt;  // a shared store is down: what others purged is unknown
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = index_.find(key);
   if (it == index_.end()) return std::nullopt;
@@ -97,7 +143,7 @@ std::optional<ExactCache::Entry> ExactCache::Find(const std::string& key, Clock:
     bytes_ -= it->second->second.bytes;
     lru_.erase(it->second);
     index_.erase(it);
-    if (db_) db_->Delete(CacheDb::Table::kExact, key);
+    if (db_) db_->Delete(CacheTable::kExact, key);
     return std::nullopt;
   }
   lru_.splice(lru_.begin(), lru_, it->second);
@@ -122,7 +168,7 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
     const double unix_now = UnixNow();
-    db_->Put(CacheDb::Table::kExact, {.key = key,
+    db_->Put(CacheTable::kExact, {.key = key,
                                       .route = route,
                                       .tenant = tenant,
                                       .answer = answer,
@@ -141,7 +187,7 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
 Status ExactCache::Load() {
   if (!db_) return Status::Ok();
   const double unix_now = UnixNow();
-  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheDb::Table::kExact, unix_now, max_entries_));
+  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheTable::kExact, unix_now, max_entries_));
   const Clock::time_point now = Clock::now();
   auto offset = [&](double unix_time) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
@@ -162,7 +208,7 @@ Status ExactCache::Load() {
 void ExactCache::EvictLocked() {
   while (!lru_.empty() && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
     bytes_ -= lru_.back().second.bytes;
-    if (db_) db_->Delete(CacheDb::Table::kExact, lru_.back().first);
+    if (db_) db_->Delete(CacheTable::kExact, lru_.back().first);
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -184,7 +230,7 @@ size_t ExactCache::Purge(const std::string& route, const std::string& tenant) {
       continue;
     }
     bytes_ -= it->second.bytes;
-    if (db_) db_->Delete(CacheDb::Table::kExact, it->first);
+    if (db_) db_->Delete(CacheTable::kExact, it->first);
     index_.erase(it->first);
     it = lru_.erase(it);
     ++n;
@@ -201,7 +247,7 @@ nlohmann::json ExactCache::Stats() const {
   }
   return {{"entries", lru_.size()},
           {"bytes", bytes_},
-          {"store", db_ ? "sqlite:" + db_->path() : std::string("memory")},
+          {"store", db_ ? db_->describe() : std::string("memory")},
           {"routes", routes}};
 }
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "gateway/cache_db.h"
+#include "gateway/cache_store.h"
 #include "gateway/pipeline.h"
 #include "obs/metrics.h"
 
@@ -63,12 +63,15 @@ class ExactCache {
     size_t bytes = 0;
   };
 
-  ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheDb> db = nullptr)
-      : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {}
+  // With a shared store, the other replicas' puts and deletes reach this cache.
+  ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr);
+  ~ExactCache();
+  ExactCache(const ExactCache&) = delete;
+  ExactCache& operator=(const ExactCache&) = delete;
 
-  // Reads the database's live entries into memory (most recent first, within the limits).
+  // Reads the store's live entries into memory (most recent first, within the limits).
   Status Load();
-  CacheDb* db() const { return db_.get(); }
+  CacheStore* db() const { return db_.get(); }
 
   // The entry, if present and not expired (an expired one is dropped); refreshes its LRU place.
   std::optional<Entry> Find(const std::string& key, std::chrono::steady_clock::time_point now);
@@ -84,9 +87,10 @@ class ExactCache {
  private:
   void EvictLocked();
   void InsertLocked(const std::string& key, Entry entry);
+  void OnStoreChange(bool put, StoredEntry e);
   using Lru = std::list<std::pair<std::string, Entry>>;  // most recent first
   const size_t max_entries_, max_bytes_;
-  std::shared_ptr<CacheDb> db_;  // null: memory only
+  std::shared_ptr<CacheStore> db_;  // null: memory only
   mutable std::mutex mutex_;
   Lru lru_;                                                // guarded by mutex_
   std::unordered_map<std::string, Lru::iterator> index_;  // guarded by mutex_

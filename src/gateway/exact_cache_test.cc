@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "gateway/cache_db.h"
+
 namespace tachyon {
 namespace {
 

@@ -6,7 +6,9 @@
 #include <xxhash.h>
 
 #include "gateway/embedder_spec.h"
+#include "gateway/cache_db.h"
 #include "gateway/exact_cache.h"
+#include "gateway/redis_store.h"
 #include "gateway/semantic_cache.h"
 
 namespace tachyon {
@@ -535,6 +537,11 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     if (keep) g->cache_db_ = previous->cache_db_;
     if (!keep && config.cache.store.rfind("sqlite:", 0) == 0) {
       StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7));
+      if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
+      g->cache_db_ = std::move(opened).value();
+    }
+    if (!keep && config.cache.store.rfind("redis://", 0) == 0) {
+      StatusOr<std::unique_ptr<RedisStore>> opened = RedisStore::Open(config.cache.store, metrics);
       if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
       g->cache_db_ = std::move(opened).value();
     }

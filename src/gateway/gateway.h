@@ -70,7 +70,7 @@ class GatewaySink {
 };
 
 class Route;
-class CacheDb;
+class CacheStore;
 class ExactCache;
 class SemanticCache;
 
@@ -135,7 +135,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::unordered_map<std::string, Route*> by_model_;
   Pipeline pipeline_;
   // The caches' stores, kept by a reload when the [cache] table they were made from is unchanged.
-  std::shared_ptr<CacheDb> cache_db_;
+  std::shared_ptr<CacheStore> cache_db_;
   std::shared_ptr<ExactCache> exact_cache_;
   std::shared_ptr<SemanticCache> semantic_cache_;
   std::string cache_store_key_;

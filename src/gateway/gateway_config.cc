@@ -1,5 +1,7 @@
 #include "gateway/gateway_config.h"
 
+#include "gateway/redis_store.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -231,9 +233,16 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
 
 Status ReadCache(TableReader& t, CacheConfig* c) {
   RETURN_IF_ERROR(t.String("store", &c->store));
-  if (c->store != "memory" && (c->store.rfind("sqlite:", 0) != 0 || c->store.size() == 7)) {
+  const bool sqlite = c->store.rfind("sqlite:", 0) == 0 && c->store.size() > 7;
+  const bool redis = c->store.rfind("redis://", 0) == 0;
+  if (c->store != "memory" && !sqlite && !redis) {
     return t.Error(*t.Get("store"), "store",
-                   "must be \"memory\" or \"sqlite:PATH\" (a Redis store is not built yet), not \"" + c->store + "\"");
+                   "must be \"memory\", \"sqlite:PATH\" or \"redis://HOST:PORT[/DB]\", not \"" + c->store + "\"");
+  }
+  if (redis) {
+    if (StatusOr<RedisAddress> a = ParseRedisUrl(c->store); !a.ok()) {
+      return t.Error(*t.Get("store"), "store", a.status().message());
+    }
   }
   RETURN_IF_ERROR(t.Integer("max_entries", &c->max_entries, 1, INT64_MAX));
   RETURN_IF_ERROR(t.Integer("max_bytes", &c->max_bytes, 1, INT64_MAX));

@@ -143,8 +143,10 @@ max_bytes = 1048576
   EXPECT_EQ(c->cache.max_bytes, 1048576u);
   const std::string base = "[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://h/v1\"\n"
                            "[[route]]\nmodel = \"chat\"\nbackends = [\"a\"]\n";
-  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"redis://127.0.0.1:6379\"\n").find("key 'store': must be \"memory\""),
+  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"memcached://127.0.0.1:11211\"\n").find("key 'store': must be \"memory\""),
             std::string::npos);
+  EXPECT_EQ(Parse(base + "[cache]\nstore = \"redis://127.0.0.1:6379/2\"\n")->cache.store, "redis://127.0.0.1:6379/2");
+  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"redis://h:99999\"\n").find("bad port"), std::string::npos);
   EXPECT_EQ(Parse(base)->cache.store, "sqlite:.tachyon/cache.db");  // the default
   EXPECT_EQ(*Parse(base + "[server]\nadmin_key_env = \"UPSTREAM_A_KEY\"\n")->server.admin_key, "sk-a");
   EXPECT_NE(ErrorOf(base + "[server]\nadmin_key_env = \"NOPE\"\n").find("NOPE is not set"), std::string::npos);

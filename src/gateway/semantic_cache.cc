@@ -72,28 +72,68 @@ bool SemanticKey(const CompletionRequest& request, const std::string& route, con
   return true;
 }
 
-Status SemanticCache::Load() {
-  if (!db_) return Status::Ok();
-  const double unix_now = UnixNow();
-  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheDb::Table::kSemantic, unix_now, max_entries_));
-  const Clock::time_point now = Clock::now();
+SemanticCache::SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db)
+    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {
+  if (db_) {
+    db_->Subscribe(CacheTable::kSemantic,
+                   [this](CacheTable, bool put, StoredEntry e) { OnStoreChange(put, std::move(e)); });
+  }
+}
+
+SemanticCache::~SemanticCache() {
+  if (db_) db_->Subscribe(CacheTable::kSemantic, nullptr);  // waits out a change being delivered
+}
+
+std::shared_ptr<SemanticEntry> SemanticCache::FromStored(StoredEntry& stored, double unix_now,
+                                                         Clock::time_point now) const {
   auto at = [&](double unix_time) {
     return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
   };
+  auto e = std::make_shared<SemanticEntry>();
+  e->key = std::move(stored.key);
+  e->route = std::move(stored.route);
+  e->tenant = std::move(stored.tenant);
+  e->scope = std::move(stored.scope);
+  e->embedder = std::move(stored.embedder);
+  e->question = std::move(stored.question);
+  e->vector = std::move(stored.vector);
+  e->answer = std::move(stored.answer);
+  e->stored = at(stored.stored_unix);
+  e->expires = at(stored.expires_unix);
+  return e;
+}
+
+void SemanticCache::OnStoreChange(bool put, StoredEntry e) {
+  if (!put && e.key.empty()) {  // back after an outage: what others changed meanwhile is read anew
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lru_.clear();
+      by_key_.clear();
+      by_id_.clear();
+      indexes_.clear();
+      bytes_ = 0;
+    }
+    if (Status s = Load(); !s.ok()) std::fprintf(stderr, "tachyon: semantic cache: reload: %s\n", s.message().c_str());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!put) {
+    if (auto it = by_key_.find(e.key); it != by_key_.end()) EraseLocked(it->second, false);
+    return;
+  }
+  if (e.vector.empty()) return;
+  InsertLocked(FromStored(e, UnixNow(), Clock::now()));
+  EvictLocked();
+}
+
+Status SemanticCache::Load() {
+  if (!db_) return Status::Ok();
+  const double unix_now = UnixNow();
+  ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheTable::kSemantic, unix_now, max_entries_));
+  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = stored.rbegin(); it != stored.rend(); ++it) {  // oldest first: the newest ends in front
-    auto e = std::make_shared<SemanticEntry>();
-    e->key = std::move(it->key);
-    e->route = std::move(it->route);
-    e->tenant = std::move(it->tenant);
-    e->scope = std::move(it->scope);
-    e->embedder = std::move(it->embedder);
-    e->question = std::move(it->question);
-    e->vector = std::move(it->vector);
-    e->answer = std::move(it->answer);
-    e->stored = at(it->stored_unix);
-    e->expires = at(it->expires_unix);
-    InsertLocked(std::move(e));
+    InsertLocked(FromStored(*it, unix_now, now));
   }
   EvictLocked();
   return Status::Ok();
@@ -120,7 +160,7 @@ void SemanticCache::EraseLocked(Lru::iterator it, bool from_store) {
   by_key_.erase(e->key);
   by_id_.erase(e->id);
   lru_.erase(it);
-  if (from_store && db_) db_->Delete(CacheDb::Table::kSemantic, e->key);
+  if (from_store && db_) db_->Delete(CacheTable::kSemantic, e->key);
 }
 
 void SemanticCache::EvictLocked() {
@@ -130,6 +170,7 @@ void SemanticCache::EvictLocked() {
 std::vector<SemanticCache::Candidate> SemanticCache::Search(const std::string& embedder, const std::string& scope,
                                                             const float* query, size_t k, Clock::time_point now) {
   std::vector<Candidate> out;
+  if (db_ && !db_->available()) return out;  // a shared store is down: what others purged is unknown
   std::lock_guard<std::mutex> lock(mutex_);
   auto index = indexes_.find(embedder);
   if (index == indexes_.end()) return out;
@@ -164,7 +205,7 @@ void SemanticCache::Put(SemanticEntry entry, double ttl_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
     const double unix_now = UnixNow();
-    db_->Put(CacheDb::Table::kSemantic, {.key = e->key,
+    db_->Put(CacheTable::kSemantic, {.key = e->key,
                                          .route = e->route,
                                          .tenant = e->tenant,
                                          .answer = e->answer,

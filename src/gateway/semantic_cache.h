@@ -31,7 +31,7 @@
 
 #include "embed/embedder.h"
 #include "embed/pair_verifier.h"
-#include "gateway/cache_db.h"
+#include "gateway/cache_store.h"
 #include "gateway/pipeline.h"
 #include "gateway/vector_index.h"
 #include "obs/metrics.h"
@@ -56,8 +56,11 @@ struct SemanticEntry {
 
 class SemanticCache {
  public:
-  SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheDb> db = nullptr)
-      : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {}
+  // With a shared store, the other replicas' puts and deletes reach this cache.
+  SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr);
+  ~SemanticCache();
+  SemanticCache(const SemanticCache&) = delete;
+  SemanticCache& operator=(const SemanticCache&) = delete;
 
   // Reads the store's live entries and indexes them.
   Status Load();
@@ -83,9 +86,12 @@ class SemanticCache {
   void InsertLocked(std::shared_ptr<SemanticEntry> e);
   void EraseLocked(Lru::iterator it, bool from_store);
   void EvictLocked();
+  std::shared_ptr<SemanticEntry> FromStored(StoredEntry& stored, double unix_now,
+                                            std::chrono::steady_clock::time_point now) const;
+  void OnStoreChange(bool put, StoredEntry e);
 
   const size_t max_entries_, max_bytes_;
-  std::shared_ptr<CacheDb> db_;
+  std::shared_ptr<CacheStore> db_;
   mutable std::mutex mutex_;
   Lru lru_;                                                    // guarded by mutex_
   std::unordered_map<std::string, Lru::iterator> by_key_;      // guarded by mutex_

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "embed/hash_embedder.h"
+#include "gateway/cache_db.h"
 #include "gateway/int8_dot.h"
 #include "gateway/vector_index.h"
 #include "kernels/cpu_features.h"

@@ -11,6 +11,7 @@
 
 #include "run_command.h"
 #include "server_process.h"
+#include "tests/support/redis_server.h"
 
 namespace tachyon::e2e {
 namespace {
@@ -333,6 +334,50 @@ TEST_F(GatewayE2eTest, SemanticCacheAnswersRewordedQuestionsInScope) {
   EXPECT_NE(after.find("x-tachyon-backend: semantic-cache"), std::string::npos) << after;
   EXPECT_EQ(gateway_process->Stop(), 0);
   fs::remove_all(TempFile("semantic"));
+}
+
+// Two gateways on one Redis: an answer one of them stored is served by the
+// other (exact and semantic); with Redis gone every request is still answered,
+// by the upstream.
+TEST_F(GatewayE2eTest, ReplicasShareTheCacheThroughRedis) {
+  if (std::system("command -v redis-server > /dev/null 2>&1") != 0) GTEST_SKIP() << "redis-server is not installed";
+  testing_util::RedisServer redis(testing_util::FreePort());
+  auto good = Upstream({});
+  ASSERT_TRUE(good->started());
+  const std::string config = WriteConfig(
+      "redis.toml", Backend("good", *good) +
+                        "[[route]]\nmodel = \"chat\"\nbackends = [\"good\"]\nexact_cache = true\n"
+                        "semantic_cache = { embedder = \"hash\", threshold = 0.8 }\n"
+                        "[cache]\nstore = \"" + redis.url() + "\"\n");
+  ServerProcess a({"--config", config}), b({"--config", config});
+  ASSERT_TRUE(a.started() && b.started());
+  auto chat = [](const std::string& question) {
+    return nlohmann::json({{"model", "chat"},
+                           {"temperature", 0},
+                           {"max_tokens", 5},
+                           {"messages", {{{"role", "user"}, {"content", question}}}}})
+        .dump();
+  };
+  EXPECT_NE(Post(a.url() + "/v1/chat/completions", chat("Who are you?"), "-i").find("x-tachyon-backend: good"),
+            std::string::npos);
+  bool exact = false, semantic = false;
+  for (int i = 0; i < 100 && !(exact && semantic); ++i) {  // the log reaches b within milliseconds
+    exact = Post(b.url() + "/v1/chat/completions", chat("Who are you?"), "-i").find("x-tachyon-backend: exact-cache") !=
+            std::string::npos;
+    semantic = Post(b.url() + "/v1/chat/completions", chat("who are you"), "-i")
+                   .find("x-tachyon-backend: semantic-cache") != std::string::npos;
+    if (!(exact && semantic)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(exact) << "b serves a's answer from the exact cache";
+  EXPECT_TRUE(semantic) << "b serves a's answer from the semantic cache";
+  redis.Stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the stores notice
+  const std::string down = Post(b.url() + "/v1/chat/completions", chat("Who are you?"), "-i");
+  EXPECT_NE(down.find("HTTP/1.1 200"), std::string::npos) << down;
+  EXPECT_NE(down.find("x-tachyon-backend: good"), std::string::npos) << "Redis down: a miss, answered upstream";
+  EXPECT_NE(Curl(b.url() + "/metrics").find("tachyon:cache_store_errors_total{store=\"redis\"}"), std::string::npos);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
 }
 
 // kill -9 while answers are being written: after a restart every entry that is

@@ -1,5 +1,6 @@
 #include "cli/cache_command.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -21,8 +22,29 @@ int Fail(const std::string& message) {
 struct AdminFlags {
   std::string url = "http://127.0.0.1:8000";
   std::string admin_key_env = "TACHYON_ADMIN_KEY";
-  std::string route;
+  std::string route, tenant;
 };
+
+// ?route=R&tenant=T, percent-encoded.
+std::string AdminQuery(const AdminFlags& flags) {
+  auto encode = [](const std::string& v) {
+    std::string out;
+    for (unsigned char c : v) {
+      if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+        out.push_back(static_cast<char>(c));
+      } else {
+        char hex[4];
+        std::snprintf(hex, sizeof(hex), "%%%02X", c);
+        out += hex;
+      }
+    }
+    return out;
+  };
+  std::string q;
+  if (!flags.route.empty()) q += "route=" + encode(flags.route);
+  if (!flags.tenant.empty()) q += std::string(q.empty() ? "" : "&") + "tenant=" + encode(flags.tenant);
+  return q.empty() ? "" : "?" + q;
+}
 
 // One request to the server's /v1/cache; prints the answer.
 int RunAdmin(const AdminFlags& flags, const std::string& method) {
@@ -34,7 +56,7 @@ int RunAdmin(const AdminFlags& flags, const std::string& method) {
   HttpClientRequest request{.method = method,
                             .host = url->host,
                             .port = url->port,
-                            .target = url->path + "/v1/cache" + (flags.route.empty() ? "" : "?route=" + flags.route),
+                            .target = url->path + "/v1/cache" + AdminQuery(flags),
                             .headers = {{"Authorization", std::string("Bearer ") + key}},
                             .timeout_seconds = 30,
                             .tls = url->tls};
@@ -317,8 +339,8 @@ void AddPairsOptions(CLI::App* cmd, CacheFlags* flags) {
 
 void AddCacheCommand(CLI::App& app, int* exit_code) {
   CLI::App* cache = app.add_subcommand("cache", "The gateway's caches: calibrate or evaluate a semantic-cache "
-                                                "threshold on labelled pairs; a running server's exact-cache stats "
-                                                "and purge");
+                                                "threshold (and its verifier and guards) on labelled pairs, fit the "
+                                                "verifier; a running server's cache stats and purge");
   cache->require_subcommand(1);
   auto calibrate_flags = std::make_shared<CacheFlags>();
   CLI::App* calibrate = cache->add_subcommand(
@@ -370,12 +392,16 @@ void AddCacheCommand(CLI::App& app, int* exit_code) {
     auto flags = std::make_shared<AdminFlags>();
     const bool purge = std::string(name) == "purge";
     CLI::App* cmd = cache->add_subcommand(
-        name, purge ? "Drop the exact cache's entries of a running server (all, or --route's), through DELETE /v1/cache"
-                    : "The exact cache's entries and bytes, by route, of a running server (GET /v1/cache)");
+        name, purge ? "Drop cached entries of a running server, both caches (all, or --route's and/or --tenant's), "
+                      "through DELETE /v1/cache"
+                    : "Both caches' entries and bytes, by route, of a running server (GET /v1/cache)");
     cmd->add_option("--url", flags->url, "The server")->capture_default_str();
     cmd->add_option("--admin-key-env", flags->admin_key_env, "Environment variable holding the server's --admin-key")
         ->capture_default_str();
-    if (purge) cmd->add_option("--route", flags->route, "Only this route's entries");
+    if (purge) {
+      cmd->add_option("--route", flags->route, "Only this route's entries");
+      cmd->add_option("--tenant", flags->tenant, "Only this tenant's entries");
+    }
     cmd->callback([flags, exit_code, purge] { *exit_code = RunAdmin(*flags, purge ? "DELETE" : "GET"); });
   }
 }

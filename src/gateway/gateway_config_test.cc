@@ -235,6 +235,9 @@ TEST(GatewayConfigTest, TheDocumentedExampleIsValid) {
   EXPECT_EQ(c->routes.size(), 3u);
   EXPECT_EQ(c->routes[2].policy, PolicyKind::kPrefixAffinity);
   EXPECT_EQ(c->backends[1].remote.api_key, "sk-b");
+  EXPECT_TRUE(c->routes[0].exact_cache);
+  ASSERT_TRUE(c->routes[0].semantic_cache);
+  EXPECT_EQ(c->routes[0].semantic_cache->embedder, "hash");
 }
 
 }  // namespace

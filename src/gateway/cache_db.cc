@@ -61,23 +61,22 @@ StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path) {
     const std::string sql = std::string("ALTER TABLE exact_cache ADD COLUMN ") + column + " TEXT DEFAULT ''";
     (void)Exec(c->db_, sql.c_str());  // fails when the column is there already
   }
-  c->thread_ = std::thread([raw = c.get()] { raw->Loop(); });
+  c->writes_ = std::make_unique<StoreWriteQueue>(kBatch, [raw = c.get()](auto& ops) { raw->Apply(ops); });
   return c;
 }
 
 CacheDb::~CacheDb() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  writes_.reset();  // applies what is queued
   if (db_ != nullptr) sqlite3_close(db_);
 }
 
 StatusOr<std::vector<StoredEntry>> CacheDb::Load(CacheTable table, double now_unix, size_t limit) {
-  Flush();
-  std::lock_guard<std::mutex> lock(mutex_);  // the writer is idle: the connection is ours
+  StatusOr<std::vector<StoredEntry>> result = std::vector<StoredEntry>();
+  writes_->WhileIdle([&] { result = LoadIdle(table, now_unix, limit); });
+  return result;
+}
+
+StatusOr<std::vector<StoredEntry>> CacheDb::LoadIdle(CacheTable table, double now_unix, size_t limit) {
   sqlite3_stmt* s = nullptr;
   const std::string sql = std::string(
                               "SELECT key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, "
@@ -122,54 +121,11 @@ StatusOr<std::vector<StoredEntry>> CacheDb::Load(CacheTable table, double now_un
   return out;
 }
 
-void CacheDb::Put(CacheTable table, StoredEntry entry) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({table, true, std::move(entry)});
-  }
-  wake_.notify_one();
-}
+void CacheDb::Put(CacheTable table, StoredEntry entry) { writes_->Put(table, std::move(entry)); }
+void CacheDb::Delete(CacheTable table, std::string key) { writes_->Delete(table, std::move(key)); }
+void CacheDb::Flush() { writes_->Flush(); }
 
-void CacheDb::Delete(CacheTable table, std::string key) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Op op;
-    op.table = table;
-    op.entry.key = std::move(key);
-    queue_.push_back(std::move(op));
-  }
-  wake_.notify_one();
-}
-
-void CacheDb::Flush() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return (queue_.empty() && !busy_) || !thread_.joinable(); });
-}
-
-void CacheDb::Loop() {
-  std::vector<Op> ops;
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      busy_ = false;
-      idle_.notify_all();
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) break;  // stopping, nothing left
-      busy_ = true;
-      while (!queue_.empty() && ops.size() < kBatch) {
-        ops.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-    }
-    Apply(ops);
-    ops.clear();
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  busy_ = false;
-  idle_.notify_all();
-}
-
-void CacheDb::Apply(std::vector<Op>& ops) {
+void CacheDb::Apply(std::vector<StoreWriteQueue::Op>& ops) {
   // One transaction a batch; each row is whole or absent whatever happens to the process.
   if (!Exec(db_, "BEGIN").ok()) {
     std::fprintf(stderr, "tachyon: cache store %s: BEGIN failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
@@ -191,7 +147,7 @@ void CacheDb::Apply(std::vector<Op>& ops) {
   auto text = [](sqlite3_stmt* s, int i, const std::string& v) {
     sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
   };
-  for (const Op& op : ops) {
+  for (const StoreWriteQueue::Op& op : ops) {
     const StoredEntry& e = op.entry;
     const int t = op.table == CacheTable::kSemantic ? 1 : 0;
     sqlite3_stmt* s = op.put ? put[t] : del[t];

@@ -8,16 +8,13 @@
 // entries not expired are read back, most recently used first.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/status.h"
 #include "gateway/cache_store.h"
+#include "gateway/store_write_queue.h"
 
 struct sqlite3;
 
@@ -38,23 +35,13 @@ class CacheDb : public CacheStore {
   const std::string& path() const { return path_; }
 
  private:
-  struct Op {
-    CacheTable table = CacheTable::kExact;
-    bool put = false;
-    StoredEntry entry;  // put: the entry; delete: its key
-  };
   CacheDb() = default;
-  void Loop();
-  void Apply(std::vector<Op>& ops);
+  StatusOr<std::vector<StoredEntry>> LoadIdle(CacheTable table, double now_unix, size_t limit);
+  void Apply(std::vector<StoreWriteQueue::Op>& ops);
 
   std::string path_;
   sqlite3* db_ = nullptr;
-  std::mutex mutex_;
-  std::condition_variable wake_, idle_;
-  std::deque<Op> queue_;     // guarded by mutex_
-  bool busy_ = false;        // guarded by mutex_: a batch is being written
-  bool stopping_ = false;    // guarded by mutex_
-  std::thread thread_;
+  std::unique_ptr<StoreWriteQueue> writes_;  // its thread is the only user of db_ but for Load
 };
 
 }  // namespace tachyon

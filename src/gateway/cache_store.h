@@ -8,6 +8,7 @@
 //   RedisStore  a Redis server (redis://HOST:PORT[/DB]), shared by replicas
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,6 +19,12 @@
 namespace tachyon {
 
 enum class CacheTable { kExact, kSemantic };
+
+// Seconds since the epoch, now: stores keep times this way (they outlive the process).
+double UnixTimeSeconds();
+// The steady-clock time of a stored moment, given what unix_now is at steady `now`.
+std::chrono::steady_clock::time_point SteadyTime(double unix_time, double unix_now,
+                                                 std::chrono::steady_clock::time_point now);
 
 struct StoredEntry {
   std::string key;

@@ -75,9 +75,6 @@ std::vector<std::string> Pieces(const std::string& text, size_t size) {
   return pieces;
 }
 
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -121,11 +118,9 @@ void ExactCache::OnStoreChange(bool put, StoredEntry e) {
     }
     return;
   }
-  const double unix_now = UnixNow();
+  const double unix_now = UnixTimeSeconds();
   const Clock::time_point now = Clock::now();
-  auto at = [&](double unix_time) {
-    return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
-  };
+  auto at = [&](double unix_time) { return SteadyTime(unix_time, unix_now, now); };
   InsertLocked(e.key, Entry{.answer = std::move(e.answer),
                             .route = std::move(e.route),
                             .tenant = std::move(e.tenant),
@@ -167,7 +162,7 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
   if (EntryBytes(key, answer) > max_bytes_) return;  // larger than the whole cache
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
-    const double unix_now = UnixNow();
+    const double unix_now = UnixTimeSeconds();
     db_->Put(CacheTable::kExact, {.key = key,
                                       .route = route,
                                       .tenant = tenant,
@@ -186,20 +181,18 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
 
 Status ExactCache::Load() {
   if (!db_) return Status::Ok();
-  const double unix_now = UnixNow();
+  const double unix_now = UnixTimeSeconds();
   ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheTable::kExact, unix_now, max_entries_));
   const Clock::time_point now = Clock::now();
-  auto offset = [&](double unix_time) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
-  };
+  auto at = [&](double unix_time) { return SteadyTime(unix_time, unix_now, now); };
   std::lock_guard<std::mutex> lock(mutex_);
   // Oldest first, so that the most recent ends at the front of the LRU.
   for (auto it = stored.rbegin(); it != stored.rend(); ++it) {
     InsertLocked(it->key, Entry{.answer = std::move(it->answer),
                                 .route = std::move(it->route),
                                 .tenant = std::move(it->tenant),
-                                .stored = now + offset(it->stored_unix),
-                                .expires = now + offset(it->expires_unix)});
+                                .stored = at(it->stored_unix),
+                                .expires = at(it->expires_unix)});
   }
   EvictLocked();
   return Status::Ok();

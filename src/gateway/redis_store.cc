@@ -75,9 +75,6 @@ bool ParseEntry(const redisReply* r, CacheTable table, StoredEntry* e) {
   return true;
 }
 
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -132,18 +129,15 @@ StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(const std::string& url, M
     s->Failed("connect");
   }
   if (s->last_id_.empty()) s->last_id_ = "0-0";
-  s->writer_ = std::thread([raw = s.get()] { raw->WriterLoop(); });
+  s->writes_ = std::make_unique<StoreWriteQueue>(kBatch, [raw = s.get()](auto& ops) { raw->Apply(ops); });
   s->reader_ = std::thread([raw = s.get()] { raw->ReaderLoop(); });
   return s;
 }
 
 RedisStore::~RedisStore() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (writer_.joinable()) writer_.join();
+  writes_.reset();  // applies what is queued (or drops it, Redis being down)
+  if (writer_conn_ != nullptr) redisFree(writer_conn_);
+  stopping_ = true;
   if (reader_.joinable()) reader_.join();
 }
 
@@ -225,28 +219,9 @@ StatusOr<std::vector<StoredEntry>> RedisStore::Load(CacheTable table, double now
   return out;
 }
 
-void RedisStore::Put(CacheTable table, StoredEntry entry) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({table, true, std::move(entry)});
-  }
-  wake_.notify_one();
-}
-
-void RedisStore::Delete(CacheTable table, std::string key) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Op op{table, false, {}};
-    op.entry.key = std::move(key);
-    queue_.push_back(std::move(op));
-  }
-  wake_.notify_one();
-}
-
-void RedisStore::Flush() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return (queue_.empty() && !busy_) || !writer_.joinable(); });
-}
+void RedisStore::Put(CacheTable table, StoredEntry entry) { writes_->Put(table, std::move(entry)); }
+void RedisStore::Delete(CacheTable table, std::string key) { writes_->Delete(table, std::move(key)); }
+void RedisStore::Flush() { writes_->Flush(); }
 
 void RedisStore::Subscribe(CacheTable table, ChangeFn fn) {
   std::lock_guard<std::mutex> lock(subscribers_mutex_);
@@ -257,7 +232,7 @@ void RedisStore::Subscribe(CacheTable table, ChangeFn fn) {
   }
 }
 
-bool RedisStore::Write(redisContext* c, const Op& op) {
+bool RedisStore::Write(redisContext* c, const StoreWriteQueue::Op& op) {
   const StoredEntry& e = op.entry;
   const std::string key = Key(op.table, e.key);
   std::vector<std::vector<std::string>> commands = {{"MULTI"}};
@@ -320,43 +295,20 @@ bool RedisStore::Write(redisContext* c, const Op& op) {
   return true;
 }
 
-void RedisStore::WriterLoop() {
-  redisContext* c = nullptr;
-  auto next_attempt = std::chrono::steady_clock::now();
-  std::vector<Op> ops;
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      busy_ = false;
-      idle_.notify_all();
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) break;
-      busy_ = true;
-      while (!queue_.empty() && ops.size() < kBatch) {
-        ops.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-    }
-    if (c == nullptr && std::chrono::steady_clock::now() >= next_attempt) {
-      c = Connect(1.0);
-      if (c == nullptr) next_attempt = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    }
-    for (const Op& op : ops) {
-      if (c == nullptr || !Write(c, op)) {
-        if (c != nullptr) {
-          redisFree(c);
-          c = nullptr;
-          next_attempt = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-        }
-        Failed("write");  // dropped
-      }
-    }
-    ops.clear();
+void RedisStore::Apply(std::vector<StoreWriteQueue::Op>& ops) {
+  if (writer_conn_ == nullptr && std::chrono::steady_clock::now() >= next_connect_) {
+    writer_conn_ = Connect(1.0);
+    if (writer_conn_ == nullptr) next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   }
-  if (c != nullptr) redisFree(c);
-  std::lock_guard<std::mutex> lock(mutex_);
-  busy_ = false;
-  idle_.notify_all();
+  for (const StoreWriteQueue::Op& op : ops) {
+    if (writer_conn_ != nullptr && Write(writer_conn_, op)) continue;
+    if (writer_conn_ != nullptr) {  // the connection broke: tried again in half a second
+      redisFree(writer_conn_);
+      writer_conn_ = nullptr;
+      next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    }
+    Failed("write");  // dropped
+  }
 }
 
 void RedisStore::Deliver(redisContext* c, CacheTable table, bool put, const std::string& key) {
@@ -365,7 +317,7 @@ void RedisStore::Deliver(redisContext* c, CacheTable table, bool put, const std:
   if (put) {
     Reply h = Command(c, {"HGETALL", Key(table, key)});
     if (!h || !ParseEntry(h.get(), table, &e)) return;  // gone already (deleted or expired)
-    if (e.expires_unix <= UnixNow()) return;
+    if (e.expires_unix <= UnixTimeSeconds()) return;
   }
   std::lock_guard<std::mutex> lock(subscribers_mutex_);
   auto it = subscribers_.find(table);

@@ -18,8 +18,7 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +26,7 @@
 #include <thread>
 
 #include "gateway/cache_store.h"
+#include "gateway/store_write_queue.h"
 #include "obs/metrics.h"
 
 struct redisContext;
@@ -56,16 +56,11 @@ class RedisStore : public CacheStore {
   void Subscribe(CacheTable table, ChangeFn fn) override;
 
  private:
-  struct Op {
-    CacheTable table = CacheTable::kExact;
-    bool put = false;
-    StoredEntry entry;
-  };
   RedisStore() = default;
   redisContext* Connect(double timeout_seconds) const;
   void Failed(const std::string& what);
-  void WriterLoop();
-  bool Write(redisContext* c, const Op& op);
+  void Apply(std::vector<StoreWriteQueue::Op>& ops);  // on the write queue's thread
+  bool Write(redisContext* c, const StoreWriteQueue::Op& op);
   void ReaderLoop();
   void Deliver(redisContext* c, CacheTable table, bool put, const std::string& key);
 
@@ -76,11 +71,10 @@ class RedisStore : public CacheStore {
   std::atomic<bool> stopping_{false};
   Counter* errors_ = nullptr;
 
-  std::mutex mutex_;  // the write queue
-  std::condition_variable wake_, idle_;
-  std::deque<Op> queue_;  // guarded by mutex_
-  bool busy_ = false;     // guarded by mutex_
-  std::thread writer_, reader_;
+  std::unique_ptr<StoreWriteQueue> writes_;
+  redisContext* writer_conn_ = nullptr;  // the write queue's thread only
+  std::chrono::steady_clock::time_point next_connect_;  // the write queue's thread only
+  std::thread reader_;
 
   std::mutex subscribers_mutex_;
   std::map<CacheTable, ChangeFn> subscribers_;  // guarded by subscribers_mutex_

@@ -22,9 +22,6 @@ std::string Hex128(const std::string& text) {
   return hex;
 }
 
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 size_t EntryBytes(const SemanticEntry& e) {
   return e.key.size() + e.route.size() + e.tenant.size() + e.scope.size() + e.embedder.size() + e.question.size() +
@@ -86,9 +83,7 @@ SemanticCache::~SemanticCache() {
 
 std::shared_ptr<SemanticEntry> SemanticCache::FromStored(StoredEntry& stored, double unix_now,
                                                          Clock::time_point now) const {
-  auto at = [&](double unix_time) {
-    return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unix_time - unix_now));
-  };
+  auto at = [&](double unix_time) { return SteadyTime(unix_time, unix_now, now); };
   auto e = std::make_shared<SemanticEntry>();
   e->key = std::move(stored.key);
   e->route = std::move(stored.route);
@@ -122,13 +117,13 @@ void SemanticCache::OnStoreChange(bool put, StoredEntry e) {
     return;
   }
   if (e.vector.empty()) return;
-  InsertLocked(FromStored(e, UnixNow(), Clock::now()));
+  InsertLocked(FromStored(e, UnixTimeSeconds(), Clock::now()));
   EvictLocked();
 }
 
 Status SemanticCache::Load() {
   if (!db_) return Status::Ok();
-  const double unix_now = UnixNow();
+  const double unix_now = UnixTimeSeconds();
   ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheTable::kSemantic, unix_now, max_entries_));
   const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -204,7 +199,7 @@ void SemanticCache::Put(SemanticEntry entry, double ttl_seconds) {
   e->expires = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_seconds));
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
-    const double unix_now = UnixNow();
+    const double unix_now = UnixTimeSeconds();
     db_->Put(CacheTable::kSemantic, {.key = e->key,
                                          .route = e->route,
                                          .tenant = e->tenant,

@@ -1,0 +1,50 @@
+// StoreWriteQueue: a cache store's writes (puts and deletes), queued by the
+// request threads and applied in batches by one thread of the queue's own, so
+// no request waits on a disk or a network round trip.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gateway/cache_store.h"
+
+namespace tachyon {
+
+class StoreWriteQueue {
+ public:
+  struct Op {
+    CacheTable table = CacheTable::kExact;
+    bool put = false;
+    StoredEntry entry;  // put: the entry; delete: its key
+  };
+  using ApplyFn = std::function<void(std::vector<Op>& batch)>;
+
+  // Starts the thread; `apply` gets up to `batch` ops at a time, in order.
+  StoreWriteQueue(size_t batch, ApplyFn apply);
+  ~StoreWriteQueue();  // applies what is queued, then stops
+
+  void Put(CacheTable table, StoredEntry entry);
+  void Delete(CacheTable table, std::string key);
+  // Waits until everything queued so far is applied.
+  void Flush();
+  // Runs fn once the queue is drained, with no batch starting until it returns
+  // (a store's connection is then the caller's).
+  void WhileIdle(const std::function<void()>& fn);
+
+ private:
+  void Loop();
+  const size_t batch_;
+  const ApplyFn apply_;
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<Op> queue_;   // guarded by mutex_
+  bool busy_ = false;      // guarded by mutex_: a batch is being applied
+  bool stopping_ = false;  // guarded by mutex_
+  std::thread thread_;
+};
+
+}  // namespace tachyon

@@ -160,8 +160,8 @@ redisContext* RedisStore::Connect(double timeout_seconds) const {
   return c;
 }
 
-void RedisStore::Failed(const std::string& what) {
-  available_ = false;
+void RedisStore::Failed(const std::string& what, bool down) {
+  if (down) available_ = false;
   if (errors_ != nullptr) errors_->Add();
   std::lock_guard<std::mutex> lock(log_mutex_);
   if (!outage_logged_) {
@@ -296,18 +296,21 @@ bool RedisStore::Write(redisContext* c, const StoreWriteQueue::Op& op) {
 }
 
 void RedisStore::Apply(std::vector<StoreWriteQueue::Op>& ops) {
+  bool unreachable = false;  // tried to connect just now, and could not
   if (writer_conn_ == nullptr && std::chrono::steady_clock::now() >= next_connect_) {
     writer_conn_ = Connect(1.0);
-    if (writer_conn_ == nullptr) next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    unreachable = writer_conn_ == nullptr;
+    if (unreachable) next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   }
   for (const StoreWriteQueue::Op& op : ops) {
     if (writer_conn_ != nullptr && Write(writer_conn_, op)) continue;
-    if (writer_conn_ != nullptr) {  // the connection broke: tried again in half a second
+    const bool broke = writer_conn_ != nullptr;
+    if (broke) {  // tried again in half a second
       redisFree(writer_conn_);
       writer_conn_ = nullptr;
       next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     }
-    Failed("write");  // dropped
+    Failed("write", /*down=*/broke || unreachable);  // dropped; one skipped while waiting to reconnect only counts
   }
 }
 
@@ -334,25 +337,29 @@ void RedisStore::ReaderLoop() {
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         continue;
       }
-      const bool was_down = !available_;
+    }
+    // Connected, and the store was marked down (by this thread or by a failed
+    // write): changes may have been missed, so the caches read the store anew,
+    // from the log's end.
+    if (!available_) {
+      Reply last = Command(c, {"XREVRANGE", kLog, "+", "-", "COUNT", "1"});
+      if (!last) {
+        redisFree(c);
+        c = nullptr;
+        continue;
+      }
+      last_id_ = last->type == REDIS_REPLY_ARRAY && last->elements == 1 && last->element[0]->elements >= 1
+                     ? Text(last->element[0]->element[0])
+                     : "0-0";
       available_ = true;
-      if (was_down) {
-        {
-          std::lock_guard<std::mutex> lock(log_mutex_);
-          if (outage_logged_) std::fprintf(stderr, "tachyon: cache store %s: reachable again\n", url_.c_str());
-          outage_logged_ = false;
-        }
-        // Changes may have been missed: the caches read the store anew, from the log's end.
-        Reply last = Command(c, {"XREVRANGE", kLog, "+", "-", "COUNT", "1"});
-        if (last && last->type == REDIS_REPLY_ARRAY && last->elements == 1 && last->element[0]->elements >= 1) {
-          last_id_ = Text(last->element[0]->element[0]);
-        } else {
-          last_id_ = "0-0";
-        }
-        std::lock_guard<std::mutex> lock(subscribers_mutex_);
-        for (auto& [table, fn] : subscribers_) {
-          if (fn) fn(table, false, StoredEntry{});
-        }
+      {
+        std::lock_guard<std::mutex> lock(log_mutex_);
+        if (outage_logged_) std::fprintf(stderr, "tachyon: cache store %s: reachable again\n", url_.c_str());
+        outage_logged_ = false;
+      }
+      std::lock_guard<std::mutex> lock(subscribers_mutex_);
+      for (auto& [table, fn] : subscribers_) {
+        if (fn) fn(table, false, StoredEntry{});
       }
     }
     Reply r = Command(c, {"XREAD", "COUNT", "256", "BLOCK", std::to_string(kBlockMs), "STREAMS", kLog, last_id_});

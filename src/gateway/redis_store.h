@@ -58,7 +58,8 @@ class RedisStore : public CacheStore {
  private:
   RedisStore() = default;
   redisContext* Connect(double timeout_seconds) const;
-  void Failed(const std::string& what);
+  // Counted and logged once per outage; down: lookups miss until the reader is connected again.
+  void Failed(const std::string& what, bool down = true);
   void Apply(std::vector<StoreWriteQueue::Op>& ops);  // on the write queue's thread
   bool Write(redisContext* c, const StoreWriteQueue::Op& op);
   void ReaderLoop();

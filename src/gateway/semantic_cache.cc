@@ -78,7 +78,43 @@ SemanticCache::SemanticCache(size_t max_entries, size_t max_bytes, std::shared_p
 }
 
 SemanticCache::~SemanticCache() {
+  {
+    std::lock_guard<std::mutex> lock(puts_mutex_);
+    puts_stopping_ = true;
+  }
+  puts_wake_.notify_all();
+  if (inserter_.joinable()) inserter_.join();  // what is queued goes in first
   if (db_) db_->Subscribe(CacheTable::kSemantic, nullptr);  // waits out a change being delivered
+}
+
+void SemanticCache::PutLater(SemanticEntry entry, double ttl_seconds) {
+  {
+    std::lock_guard<std::mutex> lock(puts_mutex_);
+    puts_.emplace_back(std::move(entry), ttl_seconds);
+    if (!inserter_.joinable()) {
+      inserter_ = std::thread([this] {
+        std::unique_lock<std::mutex> lock(puts_mutex_);
+        while (true) {
+          putting_ = false;
+          puts_idle_.notify_all();
+          puts_wake_.wait(lock, [&] { return puts_stopping_ || !puts_.empty(); });
+          if (puts_.empty()) return;
+          putting_ = true;
+          std::pair<SemanticEntry, double> next = std::move(puts_.front());
+          puts_.pop_front();
+          lock.unlock();
+          Put(std::move(next.first), next.second);
+          lock.lock();
+        }
+      });
+    }
+  }
+  puts_wake_.notify_one();
+}
+
+void SemanticCache::FlushPuts() {
+  std::unique_lock<std::mutex> lock(puts_mutex_);
+  puts_idle_.wait(lock, [&] { return puts_.empty() && !putting_; });
 }
 
 std::shared_ptr<SemanticEntry> SemanticCache::FromStored(StoredEntry& stored, double unix_now,
@@ -258,6 +294,7 @@ SemanticCacheStage::SemanticCacheStage(std::unordered_map<std::string, SemanticR
                                        std::shared_ptr<SemanticCache> store, MetricsRegistry* metrics)
     : routes_(std::move(routes)),
       store_(std::move(store)),
+      metrics_(metrics),
       lookups_(&metrics->AddCounter("tachyon:cache_lookups_total", "Cache lookups by cache kind and result",
                                     {"kind", "result"})),
       rejections_(&metrics->AddCounter("tachyon:cache_semantic_rejections_total",
@@ -275,9 +312,14 @@ SemanticCacheStage::SemanticCacheStage(std::unordered_map<std::string, SemanticR
                         .With({"semantic"});
   entries_ = &metrics->AddGauge("tachyon:cache_entries", "Entries held by a cache", {"kind"}).With({"semantic"});
   bytes_ = &metrics->AddGauge("tachyon:cache_bytes", "Bytes held by a cache", {"kind"}).With({"semantic"});
-  entries_->Set(static_cast<double>(store_->entries()));
-  bytes_->Set(static_cast<double>(store_->bytes()));
+  // Read at scrape time: entries arrive on the inserter thread and from other replicas.
+  collector_ = metrics->AddCollector([this] {
+    entries_->Set(static_cast<double>(store_->entries()));
+    bytes_->Set(static_cast<double>(store_->bytes()));
+  });
 }
+
+SemanticCacheStage::~SemanticCacheStage() { metrics_->RemoveCollector(collector_); }
 
 std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) {
   const CompletionRequest& r = *request.request;
@@ -360,9 +402,7 @@ void SemanticCacheStage::OnAnswer(const GatewayRequest& request, const CapturedA
   e.question = request.semantic_question;
   e.vector = request.semantic_vector;
   e.answer = answer;
-  store_->Put(std::move(e), route->second.ttl_seconds);
-  entries_->Set(static_cast<double>(store_->entries()));
-  bytes_->Set(static_cast<double>(store_->bytes()));
+  store_->PutLater(std::move(e), route->second.ttl_seconds);
 }
 
 }  // namespace tachyon

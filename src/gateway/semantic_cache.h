@@ -22,10 +22,13 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -76,6 +79,12 @@ class SemanticCache {
   // Marks the entry used (its LRU place).
   void Touch(const std::string& key);
   void Put(SemanticEntry entry, double ttl_seconds);
+  // Put on the cache's own inserter thread: an HNSW insertion costs a
+  // millisecond or so, which the backend's thread (an I/O thread, for an
+  // upstream) must not spend.
+  void PutLater(SemanticEntry entry, double ttl_seconds);
+  // Waits until every PutLater so far is in (tests).
+  void FlushPuts();
   size_t Purge(const std::string& route, const std::string& tenant = "");
   size_t entries() const;
   size_t bytes() const;
@@ -99,6 +108,12 @@ class SemanticCache {
   std::unordered_map<std::string, std::unique_ptr<VectorIndex>> indexes_;  // by embedder id; guarded by mutex_
   size_t bytes_ = 0;                                           // guarded by mutex_
   uint64_t next_id_ = 1;                                       // guarded by mutex_
+
+  std::mutex puts_mutex_;
+  std::condition_variable puts_wake_, puts_idle_;
+  std::deque<std::pair<SemanticEntry, double>> puts_;  // guarded by puts_mutex_
+  bool putting_ = false, puts_stopping_ = false;       // guarded by puts_mutex_
+  std::thread inserter_;                               // started by the first PutLater
 };
 
 struct SemanticRouteOptions {
@@ -113,6 +128,7 @@ class SemanticCacheStage : public Stage {
  public:
   SemanticCacheStage(std::unordered_map<std::string, SemanticRouteOptions> routes,
                      std::shared_ptr<SemanticCache> store, MetricsRegistry* metrics);
+  ~SemanticCacheStage() override;
 
   std::string_view name() const override { return "semantic-cache"; }
   std::optional<StageAnswer> Process(GatewayRequest& request) override;
@@ -123,6 +139,8 @@ class SemanticCacheStage : public Stage {
  private:
   std::unordered_map<std::string, SemanticRouteOptions> routes_;
   std::shared_ptr<SemanticCache> store_;
+  MetricsRegistry* metrics_;
+  int collector_ = -1;
   CounterFamily* lookups_;        // {kind, result}
   CounterFamily* rejections_;     // {reason}
   HistogramFamily* similarity_;   // {result}: hit, near_miss

@@ -156,8 +156,10 @@ TEST(SemanticCacheStageTest, ParaphraseHitsWithinScopeOnly) {
   ASSERT_FALSE(first.semantic_scope.empty());
   EXPECT_EQ(first.semantic_question, "Who are you?");
   stage.OnAnswer(first, CapturedAnswer{.text = "cut", .finish_reason = "tool_calls"});  // not stored
+  store->FlushPuts();
   EXPECT_EQ(store->entries(), 0u);
   stage.OnAnswer(first, kAnswer);
+  store->FlushPuts();
   EXPECT_EQ(store->entries(), 1u);
 
   GatewayRequest reworded = Request(Chat("who are you"));
@@ -199,6 +201,7 @@ TEST(SemanticCacheStageTest, GuardsAndVerifierTurnAwayLookalikes) {
   GatewayRequest first = Request(Chat("Book a table for 4 people at 7 pm"));
   EXPECT_FALSE(stage.Process(first));
   stage.OnAnswer(first, kAnswer);
+  store->FlushPuts();
   GatewayRequest numbers = Request(Chat("Book a table for 6 people at 7 pm"));
   EXPECT_FALSE(stage.Process(numbers));
   GatewayRequest same = Request(Chat("book a table for 4 people at 7 pm"));

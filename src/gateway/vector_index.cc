@@ -21,7 +21,7 @@ int32_t Int8DotRef(const int8_t* a, const int8_t* b, int n) {
 namespace {
 
 constexpr size_t kM = 16;
-constexpr size_t kEfConstruction = 100;
+constexpr size_t kEfConstruction = 64;
 constexpr size_t kEfSearch = 64;
 
 // Graph nodes: [float scale][int8 x dim], x ~= scale * q. hnswlib's own

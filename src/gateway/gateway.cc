@@ -654,7 +654,7 @@ CancelFn Gateway::Handle(GatewayRequest request, std::shared_ptr<GatewaySink> si
   route->requests().Add();
   request.route = route->name();
   auto call = std::make_shared<GatewayCall>(shared_from_this(), route, std::move(request), std::move(sink));
-  if (pipeline_.costly() && offload_) {
+  if (pipeline_.costly(route->name()) && offload_) {
     offload_([call] { call->Start(); });
   } else {
     call->Start();

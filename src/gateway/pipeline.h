@@ -61,9 +61,9 @@ class Stage {
   virtual std::string_view name() const = 0;
   // nullopt: pass (the request possibly changed); an answer: the request ends here.
   virtual std::optional<StageAnswer> Process(GatewayRequest& request) = 0;
-  // Process does work that would stall an I/O thread (embedding a message): the
-  // gateway then runs the pipeline on a worker.
-  virtual bool costly() const { return false; }
+  // Process does work for this route that would stall an I/O thread (embedding
+  // a message): the gateway then runs the pipeline on a worker.
+  virtual bool costly(const std::string& /*route*/) const { return false; }
   // Stages that store answers: the gateway then collects each backend answer
   // that ends complete (kOk) and calls OnAnswer on the backend's thread.
   virtual bool wants_answers() const { return false; }
@@ -74,9 +74,9 @@ class Pipeline {
  public:
   void Add(std::unique_ptr<Stage> stage) { stages_.push_back(std::move(stage)); }
   size_t num_stages() const { return stages_.size(); }
-  bool costly() const {
+  bool costly(const std::string& route) const {
     for (const auto& stage : stages_) {
-      if (stage->costly()) return true;
+      if (stage->costly(route)) return true;
     }
     return false;
   }

@@ -212,3 +212,44 @@ TEST(CliTest, TokenizeGeneratedModelWithBuiltinVocab) {
 
 }  // namespace
 }  // namespace tachyon::e2e
+
+namespace tachyon::e2e {
+namespace {
+
+// tachyon router train and eval through the binary: a model file, cross-validation and the --json keys.
+TEST(CliTest, RouterTrainAndEval) {
+  const std::string examples = TempPath("router_examples.jsonl");
+  {
+    std::ofstream out(examples);
+    for (const char* opening : {"", "please ", "can you ", "now "}) {
+      for (const char* t : {"classify this review as positive or negative", "label the sentiment of this tweet",
+                            "is this email spam or not"}) {
+        out << nlohmann::json({{"text", std::string(opening) + t}, {"label", "classify"}}).dump() << "\n";
+      }
+      for (const char* t : {"write a long essay on the history of rome", "compose a poem about the sea",
+                            "draft a story about a dragon"}) {
+        out << nlohmann::json({{"text", std::string(opening) + t}, {"label", "generate"}}).dump() << "\n";
+      }
+    }
+  }
+  const std::string model = TempPath("router.bin");
+  CommandResult train = RunTachyon("router train --examples " + examples + " --out " + model + " --folds 4 --json");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const nlohmann::json t = nlohmann::json::parse(train.out);
+  EXPECT_GE(t["cross_validation"]["accuracy"].get<double>(), 0.75) << train.out;
+  EXPECT_DOUBLE_EQ(t["cross_validation"]["majority_baseline"].get<double>(), 0.5);
+  CommandResult eval = RunTachyon("router eval --model " + model + " --examples " + examples + " --json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  const nlohmann::json e = nlohmann::json::parse(eval.out);
+  EXPECT_GE(e["accuracy"].get<double>(), 0.9);
+  EXPECT_TRUE(e["per_class"].contains("classify"));
+  EXPECT_TRUE(e["per_class"]["generate"].contains("recall"));
+  CommandResult broken = RunTachyon("router eval --model " + examples + " --examples " + examples);
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_NE(broken.err.find("not a router model"), std::string::npos) << broken.err;
+  std::remove(examples.c_str());
+  std::remove(model.c_str());
+}
+
+}  // namespace
+}  // namespace tachyon::e2e

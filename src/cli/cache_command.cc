@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/format.h"
 #include "embed/calibration.h"
 #include "embed/pair_verifier.h"
 #include "gateway/embedder_spec.h"
@@ -13,11 +14,6 @@
 
 namespace tachyon::cli {
 namespace {
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 struct AdminFlags {
   std::string url = "http://127.0.0.1:8000";

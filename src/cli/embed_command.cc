@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/format.h"
 #include "embed/sts_eval.h"
 #include "gateway/embedder_spec.h"
 
@@ -32,11 +33,6 @@ struct EmbedFlags {
   bool no_normalize = false;
   int64_t batch_tokens = 4096;
 };
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 StatusOr<std::vector<std::string>> ReadJsonl(const std::string& path) {
   std::ifstream in(path);

@@ -32,4 +32,9 @@ std::string FormatBytes(uint64_t n) {
   return buf;
 }
 
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
+  return 1;
+}
+
 }  // namespace tachyon::cli

@@ -1,4 +1,4 @@
-// Human-readable numbers for command output.
+// Command output: human-readable numbers, and the one way a command fails.
 #pragma once
 
 #include <cstdint>
@@ -10,5 +10,8 @@ namespace tachyon::cli {
 std::string FormatCount(int64_t n);
 // Decimal units, as file sizes are usually quoted: 760234567 -> "760.2 MB".
 std::string FormatBytes(uint64_t n);
+
+// Prints "tachyon: error: MESSAGE" to stderr; returns 1, the exit status.
+int Fail(const std::string& message);
 
 }  // namespace tachyon::cli

@@ -4,16 +4,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/format.h"
 #include "embed/text_classifier.h"
 #include "gateway/embedder_spec.h"
 
 namespace tachyon::cli {
 namespace {
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 struct RouterFlags {
   std::string examples;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/thread_pool.h"
+#include "cli/format.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -32,11 +33,6 @@ struct RunFlags {
   bool print_ids = false;
   bool ignore_eos = false;
 };
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,6 +14,7 @@
 #include "backend/local_backend.h"
 #include "base/thread_pool.h"
 #include "base/worker_pool.h"
+#include "cli/format.h"
 #include "gateway/gateway.h"
 #include "gateway/gateway_config.h"
 #include "http/http_server.h"
@@ -60,11 +61,6 @@ struct ServeFlags {
   CLI::Option* workers_option = nullptr;
   std::vector<CLI::Option*> engine_options;  // --model's engine flags (a config sets them per backend)
 };
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 // The demo model: a small random-weight llama with the built-in byte vocabulary.
 StatusOr<std::string> DemoModel() {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/format.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,11 +24,6 @@ struct TokenizeFlags {
   bool special = false;
   std::string jsonl;
 };
-
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "tachyon: error: %s\n", message.c_str());
-  return 1;
-}
 
 std::string Quoted(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

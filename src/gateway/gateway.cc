@@ -5,8 +5,8 @@
 
 #include <xxhash.h>
 
-#include "gateway/embedder_spec.h"
 #include "gateway/cache_db.h"
+#include "gateway/embedder_spec.h"
 #include "gateway/exact_cache.h"
 #include "gateway/redis_store.h"
 #include "gateway/semantic_cache.h"
@@ -523,6 +523,19 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     }
     g->slots_.push_back(MakeSlot(std::move(backend), b.fingerprint, b.breaker, metrics));
   }
+  RETURN_IF_ERROR(g->BuildCaches(config, previous, metrics));
+  for (const RouteConfig& r : config.routes) {
+    std::vector<std::shared_ptr<BackendSlot>> slots;
+    for (const std::string& name : r.backends) slots.push_back(g->Slot(name));
+    g->routes_.push_back(std::make_unique<Route>(r, std::move(slots), metrics));
+    g->by_model_[r.model] = g->routes_.back().get();
+  }
+  return g;
+}
+
+// The cache stages and their stores; a reload keeps the stores (and their
+// entries) when the [cache] table is unchanged.
+Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics) {
   ExactCacheOptions cache{.max_entries = config.cache.max_entries, .max_bytes = config.cache.max_bytes};
   bool semantic = false;
   for (const RouteConfig& r : config.routes) {
@@ -534,36 +547,36 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     const std::string store_key = config.cache.store + "\n" + std::to_string(config.cache.max_entries) + "\n" +
                                   std::to_string(config.cache.max_bytes);
     const bool keep = previous != nullptr && previous->cache_store_key_ == store_key;
-    if (keep) g->cache_db_ = previous->cache_db_;
+    if (keep) cache_db_ = previous->cache_db_;
     if (!keep && config.cache.store.rfind("sqlite:", 0) == 0) {
       StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7));
       if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
-      g->cache_db_ = std::move(opened).value();
+      cache_db_ = std::move(opened).value();
     }
     if (!keep && config.cache.store.rfind("redis://", 0) == 0) {
       StatusOr<std::unique_ptr<RedisStore>> opened = RedisStore::Open(config.cache.store, metrics);
       if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
-      g->cache_db_ = std::move(opened).value();
+      cache_db_ = std::move(opened).value();
     }
-    g->cache_store_key_ = store_key;
+    cache_store_key_ = store_key;
     if (!cache.routes.empty()) {
       if (keep && previous->exact_cache_) {
-        g->exact_cache_ = previous->exact_cache_;
+        exact_cache_ = previous->exact_cache_;
       } else {
-        g->exact_cache_ = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, g->cache_db_);
-        if (Status loaded = g->exact_cache_->Load(); !loaded.ok()) {
+        exact_cache_ = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_);
+        if (Status loaded = exact_cache_->Load(); !loaded.ok()) {
           return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
         }
       }
-      g->pipeline_.Add(std::make_unique<ExactCacheStage>(std::move(cache), g->exact_cache_, metrics));
+      pipeline_.Add(std::make_unique<ExactCacheStage>(std::move(cache), exact_cache_, metrics));
     }
     if (semantic) {
       if (keep && previous->semantic_cache_) {
-        g->semantic_cache_ = previous->semantic_cache_;
+        semantic_cache_ = previous->semantic_cache_;
       } else {
-        g->semantic_cache_ =
-            std::make_shared<SemanticCache>(config.cache.max_entries, config.cache.max_bytes, g->cache_db_);
-        if (Status loaded = g->semantic_cache_->Load(); !loaded.ok()) {
+        semantic_cache_ =
+            std::make_shared<SemanticCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_);
+        if (Status loaded = semantic_cache_->Load(); !loaded.ok()) {
           return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
         }
       }
@@ -603,16 +616,10 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
         }
         routes[r.model] = std::move(o);
       }
-      g->pipeline_.Add(std::make_unique<SemanticCacheStage>(std::move(routes), g->semantic_cache_, metrics));
+      pipeline_.Add(std::make_unique<SemanticCacheStage>(std::move(routes), semantic_cache_, metrics));
     }
   }
-  for (const RouteConfig& r : config.routes) {
-    std::vector<std::shared_ptr<BackendSlot>> slots;
-    for (const std::string& name : r.backends) slots.push_back(g->Slot(name));
-    g->routes_.push_back(std::make_unique<Route>(r, std::move(slots), metrics));
-    g->by_model_[r.model] = g->routes_.back().get();
-  }
-  return g;
+  return Status::Ok();
 }
 
 std::shared_ptr<Gateway> Gateway::Single(std::shared_ptr<Backend> backend, const std::string& route_name,

@@ -122,6 +122,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   Gateway() = default;
   static void Delete(Gateway* g);
   std::shared_ptr<BackendSlot> Slot(const std::string& name) const;
+  Status BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics);
 
   MetricsRegistry* metrics_ = nullptr;
   Offload offload_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -106,13 +107,17 @@ class TableReader {
   std::set<std::string> used_;
 };
 
+// A path written in the config file: relative to the file unless absolute.
+std::string BesideConfig(const std::string& config_path, const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  const size_t slash = config_path.rfind('/');
+  return slash == std::string::npos ? path : config_path.substr(0, slash + 1) + path;
+}
+
 // `model`, which is relative to the config file unless absolute.
 Status ModelPath(TableReader& t, const std::string& config_path, std::string* out) {
   RETURN_IF_ERROR(t.String("model", out, true));
-  if (!out->empty() && (*out)[0] != '/') {
-    const size_t slash = config_path.rfind('/');
-    if (slash != std::string::npos) *out = config_path.substr(0, slash + 1) + *out;
-  }
+  *out = BesideConfig(config_path, *out);
   return Status::Ok();
 }
 
@@ -215,9 +220,17 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     SemanticCacheConfig c;
     RETURN_IF_ERROR(s.String("embedder", &c.embedder, true));
     if (c.embedder.empty()) return s.Error(*s.Get("embedder"), "embedder", "must not be empty");
+    // The files an embedder SPEC names are relative to the config file, as a backend's model is.
+    for (const char* kind : {"local:", "words:"}) {
+      if (c.embedder.rfind(kind, 0) == 0) {
+        const size_t n = std::strlen(kind);
+        c.embedder = kind + BesideConfig(t.path(), c.embedder.substr(n));
+      }
+    }
     RETURN_IF_ERROR(s.Number("threshold", &c.threshold, -1, 1));
     RETURN_IF_ERROR(s.Number("verifier", &c.verifier, 0, 1));
     RETURN_IF_ERROR(s.String("verifier_weights", &c.verifier_weights));
+    c.verifier_weights = BesideConfig(t.path(), c.verifier_weights);
     RETURN_IF_ERROR(s.Number("band", &c.band, 0, 1));
     RETURN_IF_ERROR(s.String("guards", &c.guards));
     if (c.guards != "off" && c.guards != "band" && c.guards != "all") {

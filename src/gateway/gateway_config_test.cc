@@ -183,6 +183,17 @@ TEST(GatewayConfigTest, SemanticCacheTable) {
   EXPECT_NE(ErrorOf(base + "semantic_cache = { embedder = \"hash\", treshold = 0.9 }\n").find("treshold"),
             std::string::npos);
   EXPECT_NE(ErrorOf(base + "semantic_cache = true\n").find("must be a table"), std::string::npos);
+  // Files named by the embedder SPEC and verifier_weights are relative to the config file.
+  StatusOr<GatewayConfig> files = ParseGatewayConfig(
+      base + "semantic_cache = { embedder = \"local:models/bge.gguf\", verifier = 0.9, verifier_weights = \"v.json\" }\n",
+      "/etc/tachyon/gw.toml", FakeEnv);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(files->routes[0].semantic_cache->embedder, "local:/etc/tachyon/models/bge.gguf");
+  EXPECT_EQ(files->routes[0].semantic_cache->verifier_weights, "/etc/tachyon/v.json");
+  EXPECT_EQ(ParseGatewayConfig(base + "semantic_cache = { embedder = \"words:/abs/w.f32\" }\n", "/etc/gw.toml", FakeEnv)
+                ->routes[0]
+                .semantic_cache->embedder,
+            "words:/abs/w.f32");
 }
 
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {

@@ -137,13 +137,13 @@ nlohmann::ordered_json GuardEffects(const Scored& s, double threshold) {
   return out;
 }
 
-// The cosines with every pair the verifier (at verifier_min, 0: none) or the
-// guards turn away set below any threshold.
-std::vector<float> Gated(const Scored& s, const PairVerifier& verifier, double verifier_min, bool guards) {
+// The cosines with every pair the verifier (its scores at verifier_min, 0: none)
+// or the guards turn away set below any threshold.
+std::vector<float> Gated(const Scored& s, const std::vector<double>& scores, double verifier_min, bool guards) {
   std::vector<float> gated = s.cosines;
   for (size_t i = 0; i < gated.size(); ++i) {
     const bool rejected = (guards && !GuardRejection(s.alignments[i]).empty()) ||
-                          (verifier_min > 0 && verifier.Score(s.alignments[i]) < verifier_min);
+                          (verifier_min > 0 && scores[i] < verifier_min);
     if (rejected) gated[i] = -2.0f;
   }
   return gated;
@@ -176,11 +176,13 @@ int RunCalibrate(const CacheFlags& flags) {
     levels.clear();
     for (int v = 30; v <= 98; v += 2) levels.push_back(v / 100.0);
   }
+  std::vector<double> scores;  // the verifier's, once for every level
+  for (const PairAlignment& a : s->alignments) scores.push_back(verifier->Score(a));
   Calibration c;
   double verifier_min = 0;
   std::vector<float> cosines;
   for (double level : levels) {
-    std::vector<float> gated = Gated(*s, *verifier, level, guards);
+    std::vector<float> gated = Gated(*s, scores, level, guards);
     Calibration candidate = CalibrateThreshold(gated, s->pairs, flags.target_precision, flags.min_hits, 0);
     if (candidate.best_precision > c.best_precision && !c.reached) {
       c.best_precision = candidate.best_precision;

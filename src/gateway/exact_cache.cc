@@ -78,12 +78,27 @@ std::vector<std::string> Pieces(const std::string& text, size_t size) {
 
 }  // namespace
 
-std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
-  const nlohmann::json body = request.body.is_object()
-                                  ? CanonicalJson(request.body, {"stream", "stream_options", "user", "model"})
+nlohmann::json AnswerBody(const CompletionRequest& request) {
+  return request.body.is_object() ? CanonicalJson(request.body, {"stream", "stream_options", "user", "model"})
                                   : nlohmann::json::object();
-  return route + "\n" + tenant + "\n" + (request.endpoint == Endpoint::kChatCompletions ? "chat" : "completions") +
-         "\n" + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const std::string& route,
+                         const std::string& tenant) {
+  return route + "\n" + tenant + "\n" + (endpoint == Endpoint::kChatCompletions ? "chat" : "completions") + "\n" +
+         body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string CacheKeyHash(const std::string& text) {
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
+}
+
+std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
+  return CacheKeyText(AnswerBody(request), request.endpoint, route, tenant);
 }
 
 ExactCache::ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db)
@@ -282,12 +297,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
     return std::nullopt;
   }
   const Clock::time_point start = Clock::now();
-  request.cache_key = ExactCacheKeyText(r, route_name, request.tenant);
-  XXH128_hash_t h = XXH3_128bits(request.cache_key.data(), request.cache_key.size());
-  char hex[33];
-  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  request.cache_key = hex;
+  request.cache_key = CacheKeyHash(ExactCacheKeyText(r, route_name, request.tenant));
   if (HasCacheDirective(request.cache_control, "no-cache")) {
     result("miss");  // asked for a fresh answer; it is stored
     return std::nullopt;

@@ -50,6 +50,15 @@ nlohmann::json CanonicalJson(const nlohmann::json& v, std::initializer_list<std:
 // Whether a Cache-Control value (lower-case) carries the directive ("no-store").
 bool HasCacheDirective(const std::string& cache_control, std::string_view directive);
 
+// The request body as it bears on the answer: canonical, without stream,
+// stream_options, user and model (the route stands for it).
+nlohmann::json AnswerBody(const CompletionRequest& request);
+// The text a cache key is the hash of: route, tenant, endpoint and a canonical body.
+std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const std::string& route,
+                         const std::string& tenant);
+// A cache key: XXH3-128 of the text, in hex.
+std::string CacheKeyHash(const std::string& text);
+
 // The canonical key text of a request for a route (exposed for tests).
 std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -21,16 +22,23 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-// One command; null when the connection failed (c->err is then set).
-Reply Command(redisContext* c, const std::vector<std::string>& args) {
+// One command queued on the connection (its reply read later with redisGetReply).
+void Append(redisContext* c, const std::vector<std::string>& args) {
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (const std::string& a : args) {
     argv.push_back(a.data());
     lengths.push_back(a.size());
   }
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data())));
+  redisAppendCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data());
+}
+
+// One command and its reply; null when the connection failed (c->err is then set).
+Reply Command(redisContext* c, const std::vector<std::string>& args) {
+  Append(c, args);
+  void* raw = nullptr;
+  if (redisGetReply(c, &raw) != REDIS_OK) return nullptr;
+  return Reply(static_cast<redisReply*>(raw));
 }
 
 std::string Key(CacheTable table, const std::string& key) {
@@ -142,7 +150,8 @@ RedisStore::~RedisStore() {
 }
 
 redisContext* RedisStore::Connect(double timeout_seconds) const {
-  const timeval tv{static_cast<time_t>(timeout_seconds), static_cast<suseconds_t>((timeout_seconds - static_cast<int>(timeout_seconds)) * 1e6)};
+  const double whole = std::floor(timeout_seconds);
+  const timeval tv{static_cast<time_t>(whole), static_cast<suseconds_t>((timeout_seconds - whole) * 1e6)};
   redisContext* c = redisConnectWithTimeout(address_.host.c_str(), address_.port, tv);
   if (c == nullptr || c->err != 0) {
     if (c != nullptr) redisFree(c);
@@ -191,10 +200,7 @@ StatusOr<std::vector<StoredEntry>> RedisStore::Load(CacheTable table, double now
     const redisReply* keys = r->element[1];
     // The hashes of this batch, pipelined.
     for (size_t i = 0; i < keys->elements; ++i) {
-      const std::string k = Text(keys->element[i]);
-      const char* argv[] = {"HGETALL", k.data()};
-      const size_t len[] = {7, k.size()};
-      redisAppendCommandArgv(c, 2, argv, len);
+      Append(c, {"HGETALL", Text(keys->element[i])});
     }
     for (size_t i = 0; i < keys->elements; ++i) {
       void* raw = nullptr;
@@ -275,15 +281,7 @@ bool RedisStore::Write(redisContext* c, const StoreWriteQueue::Op& op) {
                       op.table == CacheTable::kSemantic ? "semantic" : "exact", "op", op.put ? "put" : "del", "key",
                       e.key});
   commands.push_back({"EXEC"});
-  for (const auto& args : commands) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lengths;
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lengths.push_back(a.size());
-    }
-    redisAppendCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data());
-  }
+  for (const auto& args : commands) Append(c, args);
   bool ok = true;
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;

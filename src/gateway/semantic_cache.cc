@@ -1,7 +1,5 @@
 #include "gateway/semantic_cache.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
 
@@ -13,14 +11,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kCandidates = 4;  // nearest entries checked per lookup
-
-std::string Hex128(const std::string& text) {
-  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
-  char hex[33];
-  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return hex;
-}
 
 
 size_t EntryBytes(const SemanticEntry& e) {
@@ -51,7 +41,7 @@ bool MessageText(const nlohmann::json& content, std::string* out) {
 bool SemanticKey(const CompletionRequest& request, const std::string& route, const std::string& tenant,
                  std::string* question, std::string* scope_text) {
   if (!request.body.is_object()) return false;
-  nlohmann::json body = CanonicalJson(request.body, {"stream", "stream_options", "user", "model"});
+  nlohmann::json body = AnswerBody(request);
   if (request.endpoint == Endpoint::kChatCompletions) {
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) return false;
     nlohmann::json& last = body["messages"].back();
@@ -64,8 +54,7 @@ bool SemanticKey(const CompletionRequest& request, const std::string& route, con
     body.erase("prompt");
   }
   if (question->find_first_not_of(" \t\r\n") == std::string::npos) return false;
-  *scope_text = route + "\n" + tenant + "\n" + (request.endpoint == Endpoint::kChatCompletions ? "chat" : "completions") +
-                "\n" + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  *scope_text = CacheKeyText(body, request.endpoint, route, tenant);
   return true;
 }
 
@@ -347,7 +336,7 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
     return std::nullopt;
   }
   request.semantic_embedder = options.embedder->id();
-  request.semantic_scope = Hex128(scope_text + "\n" + request.semantic_embedder);
+  request.semantic_scope = CacheKeyHash(scope_text + "\n" + request.semantic_embedder);
   request.semantic_question = std::move(question);
   request.semantic_vector = std::move(vector).value();
   if (HasCacheDirective(request.cache_control, "no-cache")) {
@@ -394,7 +383,7 @@ void SemanticCacheStage::OnAnswer(const GatewayRequest& request, const CapturedA
   auto route = routes_.find(route_name);
   if (route == routes_.end()) return;
   SemanticEntry e;
-  e.key = Hex128(request.semantic_scope + "\n" + request.semantic_question);
+  e.key = CacheKeyHash(request.semantic_scope + "\n" + request.semantic_question);
   e.route = route_name;
   e.tenant = request.tenant;
   e.scope = request.semantic_scope;

@@ -38,6 +38,14 @@ std::string Backend(const std::string& name, const ServerProcess& up, const std:
   return "[[backend]]\nname = \"" + name + "\"\nkind = \"openai\"\nbase_url = \"" + up.url() + "/v1\"\n" + extra + "\n";
 }
 
+// A greedy chat request to route "chat", 5 tokens: the question, after a system prompt when one is given.
+std::string ChatBody(const std::string& question, const std::string& system = "") {
+  nlohmann::json messages = nlohmann::json::array();
+  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+  messages.push_back({{"role", "user"}, {"content", question}});
+  return nlohmann::json({{"model", "chat"}, {"temperature", 0}, {"max_tokens", 5}, {"messages", messages}}).dump();
+}
+
 class GatewayE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -286,34 +294,27 @@ TEST_F(GatewayE2eTest, SemanticCacheAnswersRewordedQuestionsInScope) {
       std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config, "--admin-key", "admin-k"});
   ASSERT_TRUE(gateway_process->started());
   const std::string url = gateway_process->url() + "/v1/chat/completions";
-  auto chat = [](const std::string& question, const std::string& system) {
-    return nlohmann::json({{"model", "chat"},
-                           {"temperature", 0},
-                           {"max_tokens", 5},
-                           {"messages",
-                            {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", question}}}}})
-        .dump();
-  };
   auto with = [](std::string body, const std::string& extra) { return body.substr(0, body.size() - 1) + extra + "}"; };
-  const std::string first = Post(url, chat("Who are you?", "You are helpful."), "-i");
+  const std::string first = Post(url, ChatBody("Who are you?", "You are helpful."), "-i");
   EXPECT_NE(first.find("x-tachyon-cache: miss"), std::string::npos) << first;
   EXPECT_NE(first.find("x-tachyon-backend: good"), std::string::npos);
-  const std::string reworded = Post(url, chat("who are you", "You are helpful."), "-i");
+  const std::string reworded = Post(url, ChatBody("who are you", "You are helpful."), "-i");
   EXPECT_NE(reworded.find("x-tachyon-cache: hit"), std::string::npos) << reworded;
   EXPECT_NE(reworded.find("x-tachyon-backend: semantic-cache"), std::string::npos);
   EXPECT_NE(reworded.find("x-tachyon-cache-similarity: 1.0000"), std::string::npos) << "case and punctuation are folded";
   auto body = nlohmann::json::parse(reworded.substr(reworded.find("\r\n\r\n") + 4));
   EXPECT_EQ(body["choices"][0]["message"]["content"], " tok tok tok tok tok");
   const std::string streamed =
-      Post(url, with(chat("Who are you ?", "You are helpful."), R"(,"stream":true,"stream_options":{"include_usage":true})"),
+      Post(url,
+           with(ChatBody("Who are you ?", "You are helpful."), R"(,"stream":true,"stream_options":{"include_usage":true})"),
            "-i -N");
   EXPECT_NE(streamed.find("x-tachyon-backend: semantic-cache"), std::string::npos) << streamed;
   EXPECT_NE(streamed.find("\"usage\""), std::string::npos);
   EXPECT_EQ(streamed.find("[DONE]"), streamed.rfind("[DONE]"));
   // Another system prompt is another scope; an unrelated question is a miss.
-  EXPECT_NE(Post(url, chat("who are you", "Talk like a pirate."), "-i").find("x-tachyon-backend: good"),
+  EXPECT_NE(Post(url, ChatBody("who are you", "Talk like a pirate."), "-i").find("x-tachyon-backend: good"),
             std::string::npos);
-  EXPECT_NE(Post(url, chat("What is the capital of France?", "You are helpful."), "-i").find("x-tachyon-backend: good"),
+  EXPECT_NE(Post(url, ChatBody("What is the capital of France?", "You are helpful."), "-i").find("x-tachyon-backend: good"),
             std::string::npos);
   const std::string metrics = Curl(gateway_process->url() + "/metrics");
   EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"semantic\",result=\"hit\"} 2"), std::string::npos)
@@ -330,7 +331,7 @@ TEST_F(GatewayE2eTest, SemanticCacheAnswersRewordedQuestionsInScope) {
   gateway_process = std::make_unique<ServerProcess>(std::vector<std::string>{"--config", config});
   ASSERT_TRUE(gateway_process->started());
   const std::string after =
-      Post(gateway_process->url() + "/v1/chat/completions", chat("WHO are you??", "You are helpful."), "-i");
+      Post(gateway_process->url() + "/v1/chat/completions", ChatBody("WHO are you??", "You are helpful."), "-i");
   EXPECT_NE(after.find("x-tachyon-backend: semantic-cache"), std::string::npos) << after;
   EXPECT_EQ(gateway_process->Stop(), 0);
   fs::remove_all(TempFile("semantic"));
@@ -351,20 +352,13 @@ TEST_F(GatewayE2eTest, ReplicasShareTheCacheThroughRedis) {
                         "[cache]\nstore = \"" + redis.url() + "\"\n");
   ServerProcess a({"--config", config}), b({"--config", config});
   ASSERT_TRUE(a.started() && b.started());
-  auto chat = [](const std::string& question) {
-    return nlohmann::json({{"model", "chat"},
-                           {"temperature", 0},
-                           {"max_tokens", 5},
-                           {"messages", {{{"role", "user"}, {"content", question}}}}})
-        .dump();
-  };
-  EXPECT_NE(Post(a.url() + "/v1/chat/completions", chat("Who are you?"), "-i").find("x-tachyon-backend: good"),
+  EXPECT_NE(Post(a.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i").find("x-tachyon-backend: good"),
             std::string::npos);
   bool exact = false, semantic = false;
   for (int i = 0; i < 100 && !(exact && semantic); ++i) {  // the log reaches b within milliseconds
-    exact = Post(b.url() + "/v1/chat/completions", chat("Who are you?"), "-i").find("x-tachyon-backend: exact-cache") !=
+    exact = Post(b.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i").find("x-tachyon-backend: exact-cache") !=
             std::string::npos;
-    semantic = Post(b.url() + "/v1/chat/completions", chat("who are you"), "-i")
+    semantic = Post(b.url() + "/v1/chat/completions", ChatBody("who are you"), "-i")
                    .find("x-tachyon-backend: semantic-cache") != std::string::npos;
     if (!(exact && semantic)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -372,7 +366,7 @@ TEST_F(GatewayE2eTest, ReplicasShareTheCacheThroughRedis) {
   EXPECT_TRUE(semantic) << "b serves a's answer from the semantic cache";
   redis.Stop();
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the stores notice
-  const std::string down = Post(b.url() + "/v1/chat/completions", chat("Who are you?"), "-i");
+  const std::string down = Post(b.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i");
   EXPECT_NE(down.find("HTTP/1.1 200"), std::string::npos) << down;
   EXPECT_NE(down.find("x-tachyon-backend: good"), std::string::npos) << "Redis down: a miss, answered upstream";
   EXPECT_NE(Curl(b.url() + "/metrics").find("tachyon:cache_store_errors_total{store=\"redis\"}"), std::string::npos);

@@ -1,15 +1,19 @@
 #include "gateway/gateway.h"
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
 #include <xxhash.h>
 
+#include "base/check.h"
 #include "gateway/cache_db.h"
 #include "gateway/embedder_spec.h"
 #include "gateway/exact_cache.h"
 #include "gateway/redis_store.h"
 #include "gateway/semantic_cache.h"
+#include "gateway/router_stage.h"
+#include "gateway/task_router.h"
 
 namespace tachyon {
 namespace {
@@ -55,10 +59,30 @@ class Route {
   };
 
   Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>> slots, MetricsRegistry* m)
-      : config_(config),
-        slots_(std::move(slots)),
-        policy_(RoutePolicy::Make(config.policy, slots_.size(), config.policy_options)),
-        rng_(XXH3_64bits(config.model.data(), config.model.size())) {
+      : config_(config), slots_(std::move(slots)), rng_(XXH3_64bits(config.model.data(), config.model.size())) {
+    if (config.policy == PolicyKind::kClassify) {
+      auto index_of = [&](const std::string& name) {
+        for (size_t i = 0; i < slots_.size(); ++i) {
+          if (slots_[i]->backend->name() == name) return i;
+        }
+        CHECK(false) << "class backend '" << name << "' is not among the route's";
+        return size_t{0};
+      };
+      for (const RouteClassConfig& k : config.classes) {
+        ClassPlan plan;
+        for (const std::string& b : k.backends) plan.members.push_back(index_of(b));
+        for (const std::string& b : k.fallback) plan.fallback.push_back(index_of(b));
+        plan.kind = k.policy;
+        plan.policy = RoutePolicy::Make(k.policy, plan.members.size(), config.policy_options);
+        classes_.push_back(std::move(plan));
+      }
+    } else {
+      ClassPlan plan;
+      for (size_t i = 0; i < slots_.size(); ++i) plan.members.push_back(i);
+      plan.kind = config.policy;
+      plan.policy = RoutePolicy::Make(config.policy, slots_.size(), config.policy_options);
+      classes_.push_back(std::move(plan));
+    }
     const std::vector<std::string> labels = {"model_name", "route", "backend"};
     HistogramFamily& ttft = m->AddHistogram("tachyon:time_to_first_token_seconds",
                                             "From the request read to its first content chunk sent", labels);
@@ -96,29 +120,53 @@ class Route {
     return errors_->With({config_.model, backend, kind});
   }
 
-  // The backends to try for this request, in order (available ones only).
-  std::vector<size_t> Plan(const CompletionRequest& r, Clock::time_point now) {
+  // The backends to try for this request, in order (available ones only): a
+  // classify route's class (the router's choice; -1: the default class) by the
+  // class's policy, then the class's fallback backends.
+  std::vector<size_t> Plan(const CompletionRequest& r, int class_idx, Clock::time_point now) {
+    if (class_idx < 0 || static_cast<size_t>(class_idx) >= classes_.size()) class_idx = config_.default_class;
+    const ClassPlan& plan = classes_[class_idx];
     std::vector<CandidateState> candidates;
-    for (const auto& slot : slots_) {
-      std::lock_guard<std::mutex> lock(slot->mutex);
-      candidates.push_back({slot->breaker.WouldAllow(now), slot->outstanding, slot->ttft_ewma});
-    }
+    auto state = [&](size_t idx) {
+      std::lock_guard<std::mutex> lock(slots_[idx]->mutex);
+      return CandidateState{slots_[idx]->breaker.WouldAllow(now), slots_[idx]->outstanding, slots_[idx]->ttft_ewma};
+    };
+    for (size_t idx : plan.members) candidates.push_back(state(idx));
     PolicyInput input;
-    if (config_.policy == PolicyKind::kPrefixAffinity) input.prefix_hash = PrefixHash(r, config_.affinity_prefix_chars);
-    std::lock_guard<std::mutex> lock(mutex_);
-    input.random = std::uniform_real_distribution<double>(0, 1)(rng_);
-    std::vector<size_t> order = policy_->Order(candidates, input);
+    if (plan.kind == PolicyKind::kPrefixAffinity) input.prefix_hash = PrefixHash(r, config_.affinity_prefix_chars);
+    std::vector<size_t> order;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      input.random = std::uniform_real_distribution<double>(0, 1)(rng_);
+      for (size_t k : plan.policy->Order(candidates, input)) order.push_back(plan.members[k]);
+    }
+    for (size_t idx : plan.fallback) {
+      if (std::find(order.begin(), order.end(), idx) == order.end() && state(idx).available) order.push_back(idx);
+    }
     const size_t limit = config_.max_attempts > 0 ? static_cast<size_t>(config_.max_attempts) : order.size();
     if (order.size() > limit) order.resize(limit);
     return order;
+  }
+  // The name of class class_idx ("" for a route that does not classify).
+  std::string ClassName(int class_idx) const {
+    if (config_.policy != PolicyKind::kClassify) return "";
+    if (class_idx < 0 || static_cast<size_t>(class_idx) >= config_.classes.size()) class_idx = config_.default_class;
+    return config_.classes[class_idx].name;
   }
 
  private:
   RouteConfig config_;
   std::vector<std::shared_ptr<BackendSlot>> slots_;
   std::vector<Series> series_;
-  std::mutex mutex_;  // the policy's state and rng_
-  std::unique_ptr<RoutePolicy> policy_;
+  // One per class (a route that does not classify: one over all its backends).
+  struct ClassPlan {
+    std::vector<size_t> members;   // indices into slots_
+    std::vector<size_t> fallback;  // tried after the members
+    PolicyKind kind = PolicyKind::kFallback;
+    std::unique_ptr<RoutePolicy> policy;  // over members
+  };
+  std::vector<ClassPlan> classes_;
+  std::mutex mutex_;  // the policies' state and rng_
   std::mt19937_64 rng_;
   Counter* requests_ = nullptr;
   Counter* retries_ = nullptr;
@@ -145,6 +193,9 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     info_.cache = pending_.cache_status;
     info_.cache_age_seconds = pending_.cache_age_seconds;
     info_.cache_similarity = pending_.cache_similarity;
+    info_.route_class = route_->ClassName(pending_.route_class);
+    info_.route_reason = pending_.route_reason;
+    info_.trimmed_tokens = pending_.trimmed_tokens;
     if (answer) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -156,7 +207,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plan_ = route_->Plan(*pending_.request, Clock::now());
+      plan_ = route_->Plan(*pending_.request, pending_.route_class, Clock::now());
       if (gateway_->pipeline().wants_answers() && (!pending_.cache_key.empty() || !pending_.semantic_scope.empty())) {
         capture_ = std::make_unique<Capture>();
         capture_->request = pending_;  // before the id moves on
@@ -530,7 +581,60 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     g->routes_.push_back(std::make_unique<Route>(r, std::move(slots), metrics));
     g->by_model_[r.model] = g->routes_.back().get();
   }
+  RETURN_IF_ERROR(g->BuildRouter(config, metrics));
   return g;
+}
+
+// The router stage, for the classify routes: their rules, and their classifiers
+// loaded from their files (routes naming the same embedder share one).
+Status Gateway::BuildRouter(const GatewayConfig& config, MetricsRegistry* metrics) {
+  std::unordered_map<std::string, std::shared_ptr<const TaskRouter>> routers;
+  std::unordered_map<std::string, std::shared_ptr<Embedder>> embedders;
+  for (const RouteConfig& r : config.routes) {
+    if (r.policy != PolicyKind::kClassify) continue;
+    TaskRouterOptions o{.rules = r.rules, .default_class = r.default_class};
+    for (const RouteClassConfig& k : r.classes) o.classes.push_back(k.name);
+    if (r.classifier) {
+      const std::string where = config.path + ": route '" + r.model + "': classifier: ";
+      StatusOr<TextClassifier> loaded = TextClassifier::Load(r.classifier->model);
+      if (!loaded.ok()) return InvalidArgumentError(where + loaded.status().message());
+      auto classifier = std::make_shared<const TextClassifier>(std::move(loaded).value());
+      const std::string spec = r.classifier->embedder.empty() ? classifier->embedder_spec() : r.classifier->embedder;
+      std::shared_ptr<Embedder>& embedder = embedders[spec];
+      if (!embedder) {
+        StatusOr<std::unique_ptr<Embedder>> made = MakeEmbedder(spec);
+        if (!made.ok()) return InvalidArgumentError(where + "embedder '" + spec + "': " + made.status().message());
+        embedder = std::move(made).value();
+      }
+      if (embedder->dimension() != classifier->dimension()) {
+        return InvalidArgumentError(where + "the embedder '" + spec + "' gives " +
+                                    std::to_string(embedder->dimension()) + "-d vectors; the classifier was trained on " +
+                                    std::to_string(classifier->dimension()) + "-d ones");
+      }
+      for (const std::string& label : classifier->labels()) {
+        int mapped = -1;
+        for (const auto& [from, to] : r.classifier->labels) {
+          if (from == label) mapped = static_cast<int>(std::find(o.classes.begin(), o.classes.end(), to) - o.classes.begin());
+        }
+        if (mapped < 0) {
+          auto same = std::find(o.classes.begin(), o.classes.end(), label);
+          if (same != o.classes.end()) mapped = static_cast<int>(same - o.classes.begin());
+        }
+        o.label_class.push_back(mapped);
+      }
+      for (const auto& [from, to] : r.classifier->labels) {
+        if (std::find(classifier->labels().begin(), classifier->labels().end(), from) == classifier->labels().end()) {
+          return InvalidArgumentError(where + "labels: the classifier has no label '" + from + "'");
+        }
+      }
+      o.classifier = std::move(classifier);
+      o.embedder = embedder;
+      o.min_probability = r.classifier->min_probability;
+    }
+    routers[r.model] = std::make_shared<const TaskRouter>(std::move(o));
+  }
+  if (!routers.empty()) pipeline_.Add(std::make_unique<RouterStage>(std::move(routers), metrics));
+  return Status::Ok();
 }
 
 // The cache stages and their stores; a reload keeps the stores (and their
@@ -644,6 +748,12 @@ CancelFn Gateway::Handle(GatewayRequest request, std::shared_ptr<GatewaySink> si
     route = routes_[0].get();
   } else if (auto it = by_model_.find(r.model); it != by_model_.end()) {
     route = it->second;
+  } else {
+    for (const auto& candidate : routes_) {  // aliases, in the order the routes are written
+      for (const std::string& alias : candidate->config().aliases) {
+        if (route == nullptr && GlobMatch(alias, r.model)) route = candidate.get();
+      }
+    }
   }
   if (route == nullptr) {
     std::string names;
@@ -701,6 +811,16 @@ nlohmann::json Gateway::Models(int64_t created) const {
                     {"owned_by", "tachyon"},
                     {"policy", PolicyName(route->config().policy)},
                     {"backends", backends}});
+    if (!route->config().aliases.empty()) data.back()["aliases"] = route->config().aliases;
+    if (route->config().policy == PolicyKind::kClassify) {
+      nlohmann::json classes = nlohmann::json::array();
+      for (const RouteClassConfig& k : route->config().classes) {
+        classes.push_back({{"name", k.name}, {"backends", k.backends}, {"policy", PolicyName(k.policy)},
+                           {"fallback", k.fallback}});
+      }
+      data.back()["classes"] = classes;
+      data.back()["default_class"] = route->config().classes[route->config().default_class].name;
+    }
   }
   for (const EmbeddingSlot& e : embeddings_) {
     data.push_back({{"id", e.backend->model_name()},

@@ -58,6 +58,9 @@ struct CallInfo {
   std::string cache;    // "hit", "miss", "bypass", or "" (the route is not cached)
   double cache_age_seconds = -1;
   double cache_similarity = -1;  // a semantic hit's cosine
+  std::string route_class;       // a classify route's class ("" otherwise) ...
+  std::string route_reason;      // ... and why: "rule=extraction", "classifier=coding; score=0.912", "default"
+  std::vector<std::pair<std::string, int64_t>> trimmed_tokens;  // by trimmer step
 };
 
 // Where a call's answer goes (the server frames it for HTTP). Called on backend
@@ -123,6 +126,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   static void Delete(Gateway* g);
   std::shared_ptr<BackendSlot> Slot(const std::string& name) const;
   Status BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics);
+  Status BuildRouter(const GatewayConfig& config, MetricsRegistry* metrics);
 
   MetricsRegistry* metrics_ = nullptr;
   Offload offload_;

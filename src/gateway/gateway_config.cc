@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -73,9 +74,9 @@ class TableReader {
     *out = n->as_boolean()->get();
     return Status::Ok();
   }
-  Status StringList(const std::string& key, std::vector<std::string>* out) {
+  Status StringList(const std::string& key, std::vector<std::string>* out, bool required = true) {
     const toml::node* n = Get(key);
-    if (n == nullptr) return Error("key '" + key + "' is required");
+    if (n == nullptr) return required ? Error("key '" + key + "' is required") : Status::Ok();
     if (!n->is_array()) return Error(*n, key, "must be an array of strings");
     for (const toml::node& item : *n->as_array()) {
       if (!item.is_string()) return Error(item, key, "must be an array of strings");
@@ -194,16 +195,165 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
   return Status::Ok();
 }
 
-Status ReadRoute(TableReader& t, RouteConfig* r) {
-  RETURN_IF_ERROR(t.String("model", &r->model, true));
-  if (r->model.empty()) return t.Error("key 'model' must not be empty");
-  RETURN_IF_ERROR(t.StringList("backends", &r->backends));
-  if (r->backends.empty()) return t.Error(*t.Get("backends"), "backends", "must name at least one backend");
-  std::string policy = "fallback";
+// Each element of the array of tables `key` ([[route.class]]), through fn.
+Status ForEachTable(TableReader& t, const std::string& key,
+                    const std::function<Status(TableReader&, size_t)>& fn) {
+  const toml::node* n = t.Get(key);
+  if (n == nullptr) return Status::Ok();
+  const toml::array* array = n->as_array();
+  if (array == nullptr) return t.Error(*n, key, "must be an array of tables: [[route." + key + "]]");
+  for (size_t i = 0; i < array->size(); ++i) {
+    const toml::table* table = (*array)[i].as_table();
+    if (table == nullptr) return t.Error((*array)[i], key, "must be an array of tables: [[route." + key + "]]");
+    TableReader reader(*table, t.path(), t.what() + ": " + key + " #" + std::to_string(i + 1));
+    RETURN_IF_ERROR(fn(reader, i));
+    RETURN_IF_ERROR(reader.NoOtherKeys());
+  }
+  return Status::Ok();
+}
+
+StatusOr<PolicyKind> ReadPolicy(TableReader& t, const std::string& fallback) {
+  std::string policy = fallback;
   RETURN_IF_ERROR(t.String("policy", &policy));
   StatusOr<PolicyKind> kind = ParsePolicyKind(policy);
   if (!kind.ok()) return t.Error(*t.Get("policy"), "policy", kind.status().message());
-  r->policy = *kind;
+  return kind;
+}
+
+Status ReadRule(TableReader& t, const std::vector<RouteClassConfig>& classes, size_t i, RouteRule* rule) {
+  std::string class_name;
+  RETURN_IF_ERROR(t.String("class", &class_name, true));
+  rule->class_idx = -1;
+  for (size_t k = 0; k < classes.size(); ++k) {
+    if (classes[k].name == class_name) rule->class_idx = static_cast<int>(k);
+  }
+  if (rule->class_idx < 0) return t.Error(*t.Get("class"), "class", "no [[route.class]] is named '" + class_name + "'");
+  rule->name = "#" + std::to_string(i + 1);
+  RETURN_IF_ERROR(t.String("name", &rule->name));
+  RETURN_IF_ERROR(t.String("model", &rule->model_glob));
+  std::string pattern;
+  RETURN_IF_ERROR(t.String("user_regex", &pattern));
+  if (!pattern.empty()) {
+    StatusOr<std::shared_ptr<BoundedRegex>> regex = BoundedRegex::Compile(pattern);
+    if (!regex.ok()) return t.Error(*t.Get("user_regex"), "user_regex", regex.status().message());
+    rule->user_regex = std::move(regex).value();
+  }
+  RETURN_IF_ERROR(t.Integer("min_prompt_chars", &rule->min_prompt_chars, 0, INT64_MAX));
+  RETURN_IF_ERROR(t.Integer("max_prompt_chars", &rule->max_prompt_chars, 0, INT64_MAX));
+  RETURN_IF_ERROR(t.Integer("min_output_tokens", &rule->min_output_tokens, 0, INT64_MAX));
+  RETURN_IF_ERROR(t.Integer("max_output_tokens", &rule->max_output_tokens, 0, INT64_MAX));
+  for (auto [key, out] : {std::pair{"tools", &rule->tools}, std::pair{"json", &rule->json}}) {
+    bool v = false;
+    if (t.Get(key) != nullptr) {
+      RETURN_IF_ERROR(t.Bool(key, &v));
+      *out = v;
+    }
+  }
+  const bool any = !rule->model_glob.empty() || rule->user_regex || rule->min_prompt_chars > 0 ||
+                   rule->max_prompt_chars >= 0 || rule->min_output_tokens >= 0 || rule->max_output_tokens >= 0 ||
+                   rule->tools || rule->json;
+  if (!any) {
+    return t.Error("a rule needs a condition (model, user_regex, min/max_prompt_chars, min/max_output_tokens, "
+                   "tools, json); the route's default takes what no rule does");
+  }
+  return Status::Ok();
+}
+
+Status ReadClassifier(TableReader& c, const std::vector<RouteClassConfig>& classes, RouteClassifierConfig* out) {
+  RETURN_IF_ERROR(c.String("model", &out->model, true));
+  out->model = BesideConfig(c.path(), out->model);
+  RETURN_IF_ERROR(c.String("embedder", &out->embedder));
+  for (const char* kind : {"local:", "words:"}) {
+    if (out->embedder.rfind(kind, 0) == 0) {
+      out->embedder = kind + BesideConfig(c.path(), out->embedder.substr(std::strlen(kind)));
+    }
+  }
+  RETURN_IF_ERROR(c.Number("min_probability", &out->min_probability, 0, 1));
+  if (const toml::node* n = c.Get("labels")) {
+    if (!n->is_table()) return c.Error(*n, "labels", "must be a table of label = \"class\"");
+    for (const auto& [label, value] : *n->as_table()) {
+      const std::string name = value.is_string() ? value.as_string()->get() : "";
+      bool known = false;
+      for (const RouteClassConfig& k : classes) known |= k.name == name;
+      if (!known) {
+        return c.Error(value, "labels", "the label '" + std::string(label.str()) +
+                                            "' must map to the name of a [[route.class]]");
+      }
+      out->labels.emplace_back(std::string(label.str()), name);
+    }
+  }
+  return c.NoOtherKeys();
+}
+
+// policy = "classify": [[route.class]], [[route.rule]], default, classifier.
+Status ReadClassify(TableReader& t, RouteConfig* r) {
+  if (t.Get("backends") != nullptr) {
+    return t.Error(*t.Get("backends"), "backends",
+                   "a classify route has no backends of its own: each [[route.class]] names its backends");
+  }
+  RETURN_IF_ERROR(ForEachTable(t, "class", [&](TableReader& c, size_t) {
+    RouteClassConfig k;
+    RETURN_IF_ERROR(c.String("name", &k.name, true));
+    if (k.name.empty()) return c.Error("key 'name' must not be empty");
+    for (const RouteClassConfig& other : r->classes) {
+      if (other.name == k.name) return c.Error("a second class named '" + k.name + "'");
+    }
+    RETURN_IF_ERROR(c.StringList("backends", &k.backends));
+    if (k.backends.empty()) return c.Error(*c.Get("backends"), "backends", "must name at least one backend");
+    ASSIGN_OR_RETURN(k.policy, ReadPolicy(c, "latency"));
+    if (k.policy == PolicyKind::kClassify) return c.Error(*c.Get("policy"), "policy", "a class cannot classify");
+    RETURN_IF_ERROR(c.StringList("fallback", &k.fallback, false));
+    r->classes.push_back(std::move(k));
+    return Status::Ok();
+  }));
+  if (r->classes.empty()) return t.Error("a classify route needs at least one [[route.class]]");
+  // The route's backends: every class's and fallback's, once each, in order of appearance.
+  for (const RouteClassConfig& k : r->classes) {
+    for (const auto* list : {&k.backends, &k.fallback}) {
+      for (const std::string& b : *list) {
+        if (std::find(r->backends.begin(), r->backends.end(), b) == r->backends.end()) r->backends.push_back(b);
+      }
+    }
+  }
+  std::string default_class = r->classes[0].name;
+  RETURN_IF_ERROR(t.String("default", &default_class));
+  r->default_class = -1;
+  for (size_t k = 0; k < r->classes.size(); ++k) {
+    if (r->classes[k].name == default_class) r->default_class = static_cast<int>(k);
+  }
+  if (r->default_class < 0) {
+    return t.Error(*t.Get("default"), "default", "no [[route.class]] is named '" + default_class + "'");
+  }
+  RETURN_IF_ERROR(ForEachTable(t, "rule", [&](TableReader& c, size_t i) {
+    RouteRule rule;
+    RETURN_IF_ERROR(ReadRule(c, r->classes, i, &rule));
+    r->rules.push_back(std::move(rule));
+    return Status::Ok();
+  }));
+  if (const toml::node* n = t.Get("classifier")) {
+    if (!n->is_table()) return t.Error(*n, "classifier", "must be a table, e.g. { model = \"router.bin\" }");
+    TableReader c(*n->as_table(), t.path(), t.what() + ": classifier");
+    RouteClassifierConfig classifier;
+    RETURN_IF_ERROR(ReadClassifier(c, r->classes, &classifier));
+    r->classifier = std::move(classifier);
+  }
+  return Status::Ok();
+}
+
+Status ReadRoute(TableReader& t, RouteConfig* r) {
+  RETURN_IF_ERROR(t.String("model", &r->model, true));
+  if (r->model.empty()) return t.Error("key 'model' must not be empty");
+  RETURN_IF_ERROR(t.StringList("aliases", &r->aliases, false));
+  ASSIGN_OR_RETURN(r->policy, ReadPolicy(t, "fallback"));
+  if (r->policy == PolicyKind::kClassify) {
+    RETURN_IF_ERROR(ReadClassify(t, r));
+  } else {
+    for (const char* key : {"class", "rule", "default", "classifier"}) {
+      if (const toml::node* n = t.Get(key)) return t.Error(*n, key, "only a route with policy = \"classify\" has it");
+    }
+    RETURN_IF_ERROR(t.StringList("backends", &r->backends));
+    if (r->backends.empty()) return t.Error(*t.Get("backends"), "backends", "must name at least one backend");
+  }
   RETURN_IF_ERROR(t.Integer("max_attempts", &r->max_attempts, 0, 1000));
   RETURN_IF_ERROR(t.Integer("affinity_prefix_chars", &r->affinity_prefix_chars, 1, 1 << 24));
   RETURN_IF_ERROR(t.Number("explore", &r->policy_options.explore, 0, 1));
@@ -358,13 +508,15 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
       for (const BackendConfig& b : config.backends) {
         if (b.name == name) found = &b;
       }
-      if (found == nullptr) {
-        return reader.Error(*reader.Get("backends"), "backends", "no [[backend]] is named '" + name + "'");
-      }
+      // A classify route's backends are named by its classes.
+      auto error = [&](const std::string& message) {
+        const toml::node* at = reader.Get("backends");
+        return at != nullptr ? reader.Error(*at, "backends", message) : reader.Error("class backends: " + message);
+      };
+      if (found == nullptr) return error("no [[backend]] is named '" + name + "'");
       if (found->kind == "embedding") {
-        return reader.Error(*reader.Get("backends"), "backends",
-                            "'" + name + "' is an embedding backend: it serves /v1/embeddings by its own model "
-                            "name, without a route");
+        return error("'" + name + "' is an embedding backend: it serves /v1/embeddings by its own model "
+                     "name, without a route");
       }
     }
     for (const RouteConfig& other : config.routes) {

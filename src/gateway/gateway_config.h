@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/route_policy.h"
+#include "gateway/task_router.h"
 
 namespace tachyon {
 
@@ -45,9 +46,26 @@ struct SemanticCacheConfig {
   double ttl = 3600;            // seconds an answer stays
 };
 
+// A class of a `classify` route: `[[route.class]]`.
+struct RouteClassConfig {
+  std::string name;
+  std::vector<std::string> backends;
+  PolicyKind policy = PolicyKind::kLatency;  // among the class's backends
+  std::vector<std::string> fallback;         // tried, in this order, after the class's own
+};
+
+// The trained classifier of a `classify` route: `classifier = { model = "router.bin", ... }`.
+struct RouteClassifierConfig {
+  std::string model;     // `tachyon router train`'s file, relative to the config file
+  std::string embedder;  // overrides the SPEC the file was trained with ("": the file's)
+  double min_probability = 0.5;
+  std::vector<std::pair<std::string, std::string>> labels;  // label -> class; unnamed labels: the class of that name
+};
+
 struct RouteConfig {
   std::string model;  // the name clients send
-  std::vector<std::string> backends;
+  std::vector<std::string> aliases;  // more names (globs: `*`, `?`) that reach this route
+  std::vector<std::string> backends;  // a classify route: every backend of its classes, in order of appearance
   PolicyKind policy = PolicyKind::kFallback;
   RoutePolicyOptions policy_options;
   int max_attempts = 0;               // backends tried per request; 0: all of them
@@ -57,6 +75,12 @@ struct RouteConfig {
   double exact_cache_ttl = 3600;      // seconds an answer stays
   bool cache_sampled = false;         // also cache answers of requests with temperature > 0
   std::optional<SemanticCacheConfig> semantic_cache;
+  // policy = "classify": the classes, the rules (class_idx set), the default
+  // class and the classifier.
+  std::vector<RouteClassConfig> classes;
+  std::vector<RouteRule> rules;
+  int default_class = 0;
+  std::optional<RouteClassifierConfig> classifier;
 };
 
 struct CacheConfig {

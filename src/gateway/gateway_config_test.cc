@@ -196,6 +196,103 @@ TEST(GatewayConfigTest, SemanticCacheTable) {
             "words:/abs/w.f32");
 }
 
+const char* kTwoOpenai = R"(
+[[backend]]
+name = "small"
+kind = "openai"
+base_url = "http://127.0.0.1:9001/v1"
+[[backend]]
+name = "large-a"
+kind = "openai"
+base_url = "http://127.0.0.1:9002/v1"
+[[backend]]
+name = "large-b"
+kind = "openai"
+base_url = "http://127.0.0.1:9003/v1"
+)";
+
+TEST(GatewayConfigTest, AClassifyRouteItsClassesRulesAndClassifier) {
+  StatusOr<GatewayConfig> c = Parse(std::string(kTwoOpenai) + R"(
+[[route]]
+model = "auto"
+aliases = ["gpt-*"]
+policy = "classify"
+default = "large"
+classifier = { model = "router.bin", min_probability = 0.6, labels = { extraction = "small", writing = "large" } }
+
+[[route.class]]
+name = "small"
+backends = ["small"]
+fallback = ["large-a"]
+
+[[route.class]]
+name = "large"
+backends = ["large-a", "large-b"]
+policy = "least-outstanding"
+
+[[route.rule]]
+name = "extract"
+class = "small"
+user_regex = "(?i)^extract"
+max_output_tokens = 256
+
+[[route.rule]]
+class = "large"
+tools = true
+model = "*-large"
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const RouteConfig& r = c->routes[0];
+  EXPECT_EQ(r.policy, PolicyKind::kClassify);
+  EXPECT_EQ(r.aliases, (std::vector<std::string>{"gpt-*"}));
+  EXPECT_EQ(r.backends, (std::vector<std::string>{"small", "large-a", "large-b"}));
+  ASSERT_EQ(r.classes.size(), 2u);
+  EXPECT_EQ(r.classes[0].policy, PolicyKind::kLatency);  // the default within a class
+  EXPECT_EQ(r.classes[0].fallback, (std::vector<std::string>{"large-a"}));
+  EXPECT_EQ(r.classes[1].policy, PolicyKind::kLeastOutstanding);
+  EXPECT_EQ(r.default_class, 1);
+  ASSERT_EQ(r.rules.size(), 2u);
+  EXPECT_EQ(r.rules[0].name, "extract");
+  EXPECT_EQ(r.rules[0].class_idx, 0);
+  EXPECT_TRUE(r.rules[0].user_regex->Search("Extract the names"));
+  EXPECT_EQ(r.rules[0].max_output_tokens, 256);
+  EXPECT_EQ(r.rules[1].name, "#2");
+  EXPECT_EQ(r.rules[1].class_idx, 1);
+  EXPECT_EQ(r.rules[1].tools, std::optional<bool>(true));
+  EXPECT_FALSE(r.rules[1].json.has_value());
+  ASSERT_TRUE(r.classifier.has_value());
+  EXPECT_EQ(r.classifier->model, "router.bin");
+  EXPECT_DOUBLE_EQ(r.classifier->min_probability, 0.6);
+  EXPECT_EQ(r.classifier->labels.size(), 2u);
+}
+
+TEST(GatewayConfigTest, ClassifyErrorsSayWhatIsWrong) {
+  const std::string b = kTwoOpenai;
+  const std::string head = b + "[[route]]\nmodel = 'auto'\npolicy = 'classify'\n";
+  EXPECT_NE(ErrorOf(head).find("at least one [[route.class]]"), std::string::npos);
+  EXPECT_NE(ErrorOf(head + "backends = ['small']\n[[route.class]]\nname='s'\nbackends=['small']\n")
+                .find("no backends of its own"),
+            std::string::npos);
+  const std::string one = head + "[[route.class]]\nname = 's'\nbackends = ['small']\n";
+  EXPECT_NE(ErrorOf(head + "[[route.class]]\nname = 's'\nbackends = ['nope']\n").find("no [[backend]] is named 'nope'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(one + "[[route.rule]]\nclass = 'x'\ntools = true\n").find("no [[route.class]] is named 'x'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(one + "[[route.rule]]\nclass = 's'\n").find("a rule needs a condition"), std::string::npos);
+  const std::string bad_regex = ErrorOf(one + "[[route.rule]]\nclass = 's'\nuser_regex = '(oops'\n");
+  EXPECT_NE(bad_regex.find("user_regex"), std::string::npos) << bad_regex;
+  EXPECT_NE(bad_regex.find("t.toml:"), std::string::npos) << bad_regex;
+  EXPECT_NE(ErrorOf(one + "[[route.rule]]\nclass = 's'\ntools = true\nsize = 3\n").find("unknown key"),
+            std::string::npos);
+  // Keys of the route itself come before its [[route.class]] tables (TOML puts later keys in the class).
+  const std::string cls = "[[route.class]]\nname = 's'\nbackends = ['small']\n";
+  EXPECT_NE(ErrorOf(head + "default = 'zzz'\n" + cls).find("no [[route.class]] is named 'zzz'"), std::string::npos);
+  EXPECT_NE(ErrorOf(head + "classifier = { model = 'r.bin', labels = { a = 'nowhere' } }\n" + cls).find("must map"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(b + "[[route]]\nmodel='c'\nbackends=['small']\ndefault='s'\n").find("policy = \"classify\""),
+            std::string::npos);
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
             "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\" or \"embedding\", not \"grpc\"");

@@ -261,3 +261,90 @@ TEST(GatewayTest, AReloadKeepsUnchangedBackendsAndRebuildsChangedOnes) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+TEST(GatewayTest, AClassifyRouteSendsEachClassToItsBackendsAndFallsBack) {
+  UpstreamServer small, large;
+  ASSERT_TRUE(small.ok() && large.ok());
+  MetricsRegistry metrics;
+  auto g = Build(Backend("small", small, "breaker_failures = 1\nbreaker_cooldown = 60") + Backend("large", large) +
+                     R"(
+[[route]]
+model = "auto"
+aliases = ["*-mini"]
+policy = "classify"
+default = "large"
+[[route.class]]
+name = "small"
+backends = ["small"]
+fallback = ["large"]
+[[route.class]]
+name = "large"
+backends = ["large"]
+[[route.rule]]
+name = "extraction"
+class = "small"
+user_regex = "(?i)^extract"
+)",
+                 &metrics);
+  ASSERT_NE(g, nullptr);
+  auto ask = [&](const std::string& model, const std::string& user) {
+    return Call(*g, R"({"model":")" + model + R"(","messages":[{"role":"user","content":")" + user + "\"}]}");
+  };
+  auto sink = ask("auto", "Extract the dates: May 1 and June 2");
+  EXPECT_EQ(sink->result.kind, BackendResult::Kind::kOk);
+  EXPECT_EQ(sink->info.backend, "small");
+  EXPECT_EQ(sink->info.route_class, "small");
+  EXPECT_EQ(sink->info.route_reason, "rule=extraction");
+  sink = ask("auto", "Write a sonnet about the sea");
+  EXPECT_EQ(sink->info.backend, "large");
+  EXPECT_EQ(sink->info.route_class, "large");
+  EXPECT_EQ(sink->info.route_reason, "default");
+  // An alias reaches the route (its name is still the route's).
+  sink = ask("gpt-4o-mini", "Extract the names");
+  EXPECT_EQ(sink->info.route, "auto");
+  EXPECT_EQ(sink->info.backend, "small");
+  EXPECT_EQ(Call(*g, R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})")->result.error.http_status,
+            404);
+
+  // The small backend fails: the class's fallback answers, and once its breaker
+  // is open the small one is not even tried.
+  small.mode = UpstreamServer::Mode::kStatus;
+  sink = ask("auto", "Extract the dates");
+  EXPECT_EQ(sink->result.kind, BackendResult::Kind::kOk);
+  EXPECT_EQ(sink->info.backend, "large");
+  EXPECT_EQ(sink->info.attempts, 2);
+  sink = ask("auto", "Extract the dates");
+  EXPECT_EQ(sink->info.backend, "large");
+  EXPECT_EQ(sink->info.attempts, 1);
+  EXPECT_EQ(sink->info.route_class, "small");
+
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find(R"(tachyon:router_decisions_total{route="auto",class="small",by="rule"} 4)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(tachyon:router_decisions_total{route="auto",class="large",by="default"} 1)"),
+            std::string::npos);
+  const nlohmann::json models = g->Models(0);
+  EXPECT_EQ(models["data"][0]["policy"], "classify");
+  EXPECT_EQ(models["data"][0]["classes"][0]["name"], "small");
+  EXPECT_EQ(models["data"][0]["default_class"], "large");
+  EXPECT_EQ(models["data"][0]["aliases"][0], "*-mini");
+}
+
+TEST(GatewayTest, AClassifyRouteLoadsItsClassifierAndRefusesAMismatch) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  MetricsRegistry metrics;
+  const std::string route = "[[route]]\nmodel = 'auto'\npolicy = 'classify'\nclassifier = { model = '/nonexistent/router.bin' }\n"
+                            "[[route.class]]\nname = 'only'\nbackends = ['a']\n";
+  StatusOr<GatewayConfig> config = ParseGatewayConfig(Backend("a", up) + route, "test.toml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  StatusOr<std::shared_ptr<Gateway>> g = Gateway::Build(*config, nullptr, &metrics);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("route 'auto': classifier"), std::string::npos) << g.status().message();
+}
+
+}  // namespace
+}  // namespace tachyon

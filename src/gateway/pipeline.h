@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -35,6 +36,13 @@ struct GatewayRequest {
   // The semantic cache's lookup, kept for storing the answer ("" : not cached).
   std::string semantic_scope, semantic_embedder, semantic_question;
   std::vector<float> semantic_vector;
+  // Set by the router stage on a `classify` route: the class (an index into
+  // the route's classes; -1: not classified) and why ("rule=extraction").
+  int route_class = -1;
+  std::string route_reason;
+  // Set by the trimmer: tokens it removed, by step ("whitespace", "duplicates",
+  // "history", "documents"), in the order the steps ran.
+  std::vector<std::pair<std::string, int64_t>> trimmed_tokens;
 };
 
 // A complete answer as the backend gave it, for stages that store answers.

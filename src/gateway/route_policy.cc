@@ -168,8 +168,9 @@ StatusOr<PolicyKind> ParsePolicyKind(const std::string& name) {
   if (name == "least-outstanding") return PolicyKind::kLeastOutstanding;
   if (name == "latency") return PolicyKind::kLatency;
   if (name == "prefix-affinity") return PolicyKind::kPrefixAffinity;
+  if (name == "classify") return PolicyKind::kClassify;
   return InvalidArgumentError("unknown policy '" + name +
-                              "' (fallback, round-robin, least-outstanding, latency, prefix-affinity)");
+                              "' (fallback, round-robin, least-outstanding, latency, prefix-affinity, classify)");
 }
 
 const char* PolicyName(PolicyKind kind) {
@@ -179,6 +180,7 @@ const char* PolicyName(PolicyKind kind) {
     case PolicyKind::kLeastOutstanding: return "least-outstanding";
     case PolicyKind::kLatency: return "latency";
     case PolicyKind::kPrefixAffinity: return "prefix-affinity";
+    case PolicyKind::kClassify: return "classify";
   }
   return "fallback";
 }
@@ -191,6 +193,7 @@ std::unique_ptr<RoutePolicy> RoutePolicy::Make(PolicyKind kind, size_t num_backe
     case PolicyKind::kLatency: return std::make_unique<LatencyPolicy>(options.explore);
     case PolicyKind::kPrefixAffinity:
       return std::make_unique<PrefixAffinityPolicy>(num_backends, options.load_factor, options.virtual_nodes);
+    case PolicyKind::kClassify: break;  // a route's classes order their own backends
   }
   return std::make_unique<FallbackPolicy>();
 }

@@ -43,7 +43,8 @@ struct PolicyInput {
   double random = 0;         // uniform in [0, 1) (latency's exploration)
 };
 
-enum class PolicyKind { kFallback, kRoundRobin, kLeastOutstanding, kLatency, kPrefixAffinity };
+// kClassify is a route's, not an order: its classes each have one of the others.
+enum class PolicyKind { kFallback, kRoundRobin, kLeastOutstanding, kLatency, kPrefixAffinity, kClassify };
 
 StatusOr<PolicyKind> ParsePolicyKind(const std::string& name);
 const char* PolicyName(PolicyKind kind);

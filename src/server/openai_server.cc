@@ -80,7 +80,7 @@ class HttpSink : public GatewaySink {
  private:
   HttpHeaders Headers(const CallInfo& info) const {
     HttpHeaders h = {{"x-request-id", request_id_}};
-    if (!info.route.empty()) h.emplace_back("x-tachyon-route", info.route);
+    if (!info.route.empty()) h.emplace_back("x-tachyon-route", RouteHeader(info));
     if (!info.backend.empty()) h.emplace_back("x-tachyon-backend", info.backend);
     if (!info.cache.empty()) h.emplace_back("x-tachyon-cache", info.cache);
     if (info.cache_age_seconds >= 0) h.emplace_back("age", std::to_string(static_cast<int64_t>(info.cache_age_seconds)));
@@ -89,7 +89,24 @@ class HttpSink : public GatewaySink {
       std::snprintf(similarity, sizeof(similarity), "%.4f", info.cache_similarity);
       h.emplace_back("x-tachyon-cache-similarity", similarity);
     }
+    if (!info.trimmed_tokens.empty()) h.emplace_back("x-tachyon-trimmed-tokens", TrimmedHeader(info));
     return h;
+  }
+
+  // "auto; class=small; rule=extraction": the route, and for a classify route its class and why.
+  static std::string RouteHeader(const CallInfo& info) {
+    if (info.route_class.empty()) return info.route;
+    return info.route + "; class=" + info.route_class + "; " + info.route_reason;
+  }
+  // "412; whitespace=12; duplicates=100; history=300": the total, then each step's.
+  static std::string TrimmedHeader(const CallInfo& info) {
+    int64_t total = 0;
+    std::string steps;
+    for (const auto& [step, n] : info.trimmed_tokens) {
+      total += n;
+      steps += "; " + step + "=" + std::to_string(n);
+    }
+    return std::to_string(total) + steps;
   }
 
   void Log(const BackendResult& result, const CallInfo& info, int status) const {
@@ -104,6 +121,15 @@ class HttpSink : public GatewaySink {
                            {"e2e_ms", info.e2e_seconds >= 0 ? info.e2e_seconds * 1e3 : 0.0}};
     if (!info.cache.empty()) line["cache"] = info.cache;
     if (info.cache_similarity >= 0) line["cache_similarity"] = info.cache_similarity;
+    if (!info.route_class.empty()) {
+      line["route_class"] = info.route_class;
+      line["route_reason"] = info.route_reason;
+    }
+    if (!info.trimmed_tokens.empty()) {
+      nlohmann::json trimmed = nlohmann::json::object();
+      for (const auto& [step, n] : info.trimmed_tokens) trimmed[step] = n;
+      line["trimmed_tokens"] = trimmed;
+    }
     if (result.has_usage) {
       line["prompt_tokens"] = result.usage.prompt_tokens;
       line["completion_tokens"] = result.usage.completion_tokens;

@@ -310,7 +310,7 @@ TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n"
                     "[[route]]\nmodel = \"m\"\nbackends = [\"a\"]\npolicy = \"random\"\n"),
             "t.toml:8: route #1: key 'policy': unknown policy 'random' (fallback, round-robin, least-outstanding, "
-            "latency, prefix-affinity)");
+            "latency, prefix-affinity, classify)");
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n"
                     "connect_timeout = \"5s\"\n"),
             "t.toml:5: backend #1: key 'connect_timeout': must be a number");

@@ -14,6 +14,7 @@
 #include "gateway/semantic_cache.h"
 #include "gateway/router_stage.h"
 #include "gateway/task_router.h"
+#include "gateway/trim_stage.h"
 
 namespace tachyon {
 namespace {
@@ -450,8 +451,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   // A stage's answer, replayed as if a backend had given it.
   void Replay(const StageAnswer& answer) {
     const double e2e = Since(pending_.arrival, Clock::now());
-    CallInfo info{route_->name(), answer.answered_by, 0, e2e, e2e, info_.cache, info_.cache_age_seconds,
-                  info_.cache_similarity};
+    CallInfo info = info_;
+    info.backend = answer.answered_by;
+    info.attempts = 0;
+    info.ttft_seconds = info.e2e_seconds = e2e;
     for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
     sink_->OnDone(answer.result, info);
   }
@@ -574,6 +577,7 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
     }
     g->slots_.push_back(MakeSlot(std::move(backend), b.fingerprint, b.breaker, metrics));
   }
+  RETURN_IF_ERROR(g->BuildTrimmer(config, metrics));
   RETURN_IF_ERROR(g->BuildCaches(config, previous, metrics));
   for (const RouteConfig& r : config.routes) {
     std::vector<std::shared_ptr<BackendSlot>> slots;
@@ -583,6 +587,34 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
   }
   RETURN_IF_ERROR(g->BuildRouter(config, metrics));
   return g;
+}
+
+// The trim stage, for the routes with `trim`: their options and tokenizers
+// (by default the route's first local backend's model).
+Status Gateway::BuildTrimmer(const GatewayConfig& config, MetricsRegistry* metrics) {
+  std::unordered_map<std::string, TrimRoute> routes;
+  std::unordered_map<std::string, std::shared_ptr<const TokenCounter>> counters;
+  for (const RouteConfig& r : config.routes) {
+    if (!r.trim) continue;
+    std::string tokenizer = r.trim->tokenizer;
+    for (size_t i = 0; tokenizer.empty() && i < r.backends.size(); ++i) {
+      for (const BackendConfig& b : config.backends) {
+        if (b.name == r.backends[i] && b.kind == "local") tokenizer = b.local.model_path;
+      }
+    }
+    std::shared_ptr<const TokenCounter>& counter = counters[tokenizer];
+    if (!counter) {
+      StatusOr<std::shared_ptr<const TokenCounter>> made = TokenCounter::ForModel(tokenizer);
+      if (!made.ok()) {
+        return InvalidArgumentError(config.path + ": route '" + r.model + "': trim: tokenizer: " +
+                                    made.status().message());
+      }
+      counter = std::move(made).value();
+    }
+    routes[r.model] = TrimRoute{.options = r.trim->options, .counter = counter};
+  }
+  if (!routes.empty()) pipeline_.Add(std::make_unique<TrimStage>(std::move(routes), metrics));
+  return Status::Ok();
 }
 
 // The router stage, for the classify routes: their rules, and their classifiers

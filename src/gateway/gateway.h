@@ -126,6 +126,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   static void Delete(Gateway* g);
   std::shared_ptr<BackendSlot> Slot(const std::string& name) const;
   Status BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics);
+  Status BuildTrimmer(const GatewayConfig& config, MetricsRegistry* metrics);
   Status BuildRouter(const GatewayConfig& config, MetricsRegistry* metrics);
 
   MetricsRegistry* metrics_ = nullptr;

@@ -391,6 +391,27 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     RETURN_IF_ERROR(s.NoOtherKeys());
     r->semantic_cache = std::move(c);
   }
+  if (const toml::node* n = t.Get("trim")) {
+    if (!n->is_table()) return t.Error(*n, "trim", "must be a table, e.g. { whitespace = true, history_tokens = 4000 }");
+    TableReader c(*n->as_table(), t.path(), t.what() + ": trim");
+    TrimConfig trim;
+    TrimOptions& o = trim.options;
+    RETURN_IF_ERROR(c.Bool("whitespace", &o.whitespace));
+    RETURN_IF_ERROR(c.Bool("duplicates", &o.duplicates));
+    RETURN_IF_ERROR(c.Integer("min_duplicate_words", &o.min_duplicate_words, 1, 1000));
+    RETURN_IF_ERROR(c.Integer("history_tokens", &o.history_tokens, 0, INT64_MAX));
+    RETURN_IF_ERROR(c.Bool("documents", &o.documents));
+    RETURN_IF_ERROR(c.Integer("documents_top_k", &o.documents_top_k, 0, 1000000));
+    RETURN_IF_ERROR(c.Number("documents_min_score", &o.documents_min_score, -1e300, 1e300));
+    RETURN_IF_ERROR(c.Integer("max_document_tokens", &o.max_document_tokens, 0, INT64_MAX));
+    RETURN_IF_ERROR(c.String("tokenizer", &trim.tokenizer));
+    trim.tokenizer = BesideConfig(t.path(), trim.tokenizer);
+    RETURN_IF_ERROR(c.NoOtherKeys());
+    if (!o.whitespace && !o.duplicates && o.history_tokens == 0 && !o.documents) {
+      return c.Error("turns no step on (whitespace, duplicates, history_tokens, documents)");
+    }
+    r->trim = std::move(trim);
+  }
   return t.NoOtherKeys();
 }
 

@@ -18,6 +18,7 @@
 #include "backend/remote_backend.h"
 #include "base/status.h"
 #include "gateway/circuit_breaker.h"
+#include "gateway/prompt_trimmer.h"
 #include "gateway/route_policy.h"
 #include "gateway/task_router.h"
 
@@ -62,6 +63,12 @@ struct RouteClassifierConfig {
   std::vector<std::pair<std::string, std::string>> labels;  // label -> class; unnamed labels: the class of that name
 };
 
+// A route's trimmer: `trim = { whitespace = true, history_tokens = 4000, ... }`.
+struct TrimConfig {
+  TrimOptions options;
+  std::string tokenizer;  // a GGUF file; "": the route's first local backend's model, else the built-in byte-level one
+};
+
 struct RouteConfig {
   std::string model;  // the name clients send
   std::vector<std::string> aliases;  // more names (globs: `*`, `?`) that reach this route
@@ -75,6 +82,7 @@ struct RouteConfig {
   double exact_cache_ttl = 3600;      // seconds an answer stays
   bool cache_sampled = false;         // also cache answers of requests with temperature > 0
   std::optional<SemanticCacheConfig> semantic_cache;
+  std::optional<TrimConfig> trim;
   // policy = "classify": the classes, the rules (class_idx set), the default
   // class and the classifier.
   std::vector<RouteClassConfig> classes;

@@ -293,6 +293,31 @@ TEST(GatewayConfigTest, ClassifyErrorsSayWhatIsWrong) {
             std::string::npos);
 }
 
+TEST(GatewayConfigTest, TrimTable) {
+  StatusOr<GatewayConfig> c = Parse(std::string(kTwoOpenai) + R"(
+[[route]]
+model = "chat"
+backends = ["small"]
+trim = { whitespace = true, duplicates = true, min_duplicate_words = 4, history_tokens = 3000, documents = true,
+         documents_top_k = 5, documents_min_score = 0.25, max_document_tokens = 1500, tokenizer = "vocab.gguf" }
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->routes[0].trim.has_value());
+  const TrimOptions& o = c->routes[0].trim->options;
+  EXPECT_TRUE(o.whitespace && o.duplicates && o.documents);
+  EXPECT_EQ(o.min_duplicate_words, 4);
+  EXPECT_EQ(o.history_tokens, 3000);
+  EXPECT_EQ(o.documents_top_k, 5);
+  EXPECT_DOUBLE_EQ(o.documents_min_score, 0.25);
+  EXPECT_EQ(o.max_document_tokens, 1500);
+  EXPECT_EQ(c->routes[0].trim->tokenizer, "vocab.gguf");
+  const std::string route = std::string(kTwoOpenai) + "[[route]]\nmodel = 'c'\nbackends = ['small']\n";
+  EXPECT_NE(ErrorOf(route + "trim = { }\n").find("turns no step on"), std::string::npos);
+  EXPECT_NE(ErrorOf(route + "trim = { whitespace = true, budget = 3 }\n").find("key 'budget': unknown key"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(route + "trim = { history_tokens = -1 }\n").find("history_tokens"), std::string::npos);
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
             "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\" or \"embedding\", not \"grpc\"");

@@ -348,3 +348,59 @@ TEST(GatewayTest, AClassifyRouteLoadsItsClassifierAndRefusesAMismatch) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+TEST(GatewayTest, ATrimmedRouteSendsTheTrimmedBodyUpstreamAndCountsIt) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  MetricsRegistry metrics;
+  auto g = Build(Backend("a", up) + R"(
+[[route]]
+model = "rag"
+backends = ["a"]
+trim = { whitespace = true, duplicates = true, documents = true, documents_top_k = 1 }
+[[route]]
+model = "plain"
+backends = ["a"]
+)",
+                 &metrics);
+  ASSERT_NE(g, nullptr);
+  const std::string body = R"({"model":"rag","messages":[
+      {"role":"system","content":"Answer only from the documents given.\n\n\n\nAnswer only from the documents given."},
+      {"role":"user","content":"refund window?"}],
+    "documents":[{"text":"Refunds within 30 days.","score":0.9},{"text":"Shipping is slow.","score":0.2}],
+    "temperature":0.5})";
+  auto sink = Call(*g, body);
+  ASSERT_EQ(sink->result.kind, BackendResult::Kind::kOk) << sink->result.error.message;
+  const nlohmann::json sent = up.bodies().back();
+  EXPECT_EQ(sent["messages"][0]["content"], "Answer only from the documents given.");
+  EXPECT_EQ(sent["messages"][1]["content"],
+            "<documents>\n<document index=\"1\">\nRefunds within 30 days.\n</document>\n</documents>\n\nrefund window?");
+  EXPECT_FALSE(sent.contains("documents"));
+  EXPECT_EQ(sent["temperature"], 0.5);  // the rest passes through
+  ASSERT_EQ(sink->info.trimmed_tokens.size(), 3u);
+  EXPECT_EQ(sink->info.trimmed_tokens[0], (std::pair<std::string, int64_t>{"whitespace", 2}));
+  EXPECT_EQ(sink->info.trimmed_tokens[1], (std::pair<std::string, int64_t>{"duplicates", 39}));
+  EXPECT_EQ(sink->info.trimmed_tokens[2], (std::pair<std::string, int64_t>{"documents", 17}));
+  EXPECT_NE(metrics.Render().find(R"(tachyon:trimmed_tokens_total{route="rag",step="duplicates"} 39)"),
+            std::string::npos);
+
+  // A bad documents array is the client's 400, and nothing goes upstream.
+  const size_t before = up.bodies().size();
+  sink = Call(*g, R"({"model":"rag","messages":[{"role":"user","content":"q"}],"documents":[{"score":1}]})");
+  EXPECT_EQ(sink->result.kind, BackendResult::Kind::kRejected);
+  EXPECT_EQ(sink->result.http_status, 400);
+  EXPECT_NE(sink->result.body.find("documents[0].text"), std::string::npos) << sink->result.body;
+  EXPECT_EQ(up.bodies().size(), before);
+  // A route without trim passes documents through as they are.
+  sink = Call(*g, R"({"model":"plain","messages":[{"role":"user","content":"q  \n\n\n"}],"documents":[{"score":1}]})");
+  EXPECT_EQ(sink->result.kind, BackendResult::Kind::kOk);
+  EXPECT_TRUE(up.bodies().back().contains("documents"));
+  EXPECT_EQ(up.bodies().back()["messages"][0]["content"], "q  \n\n\n");
+  EXPECT_TRUE(sink->info.trimmed_tokens.empty());
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -298,8 +298,16 @@ TEST(GatewayConfigTest, TrimTable) {
 [[route]]
 model = "chat"
 backends = ["small"]
-trim = { whitespace = true, duplicates = true, min_duplicate_words = 4, history_tokens = 3000, documents = true,
-         documents_top_k = 5, documents_min_score = 0.25, max_document_tokens = 1500, tokenizer = "vocab.gguf" }
+[route.trim]
+whitespace = true
+duplicates = true
+min_duplicate_words = 4
+history_tokens = 3000
+documents = true
+documents_top_k = 5
+documents_min_score = 0.25
+max_document_tokens = 1500
+tokenizer = "vocab.gguf"
 )");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_TRUE(c->routes[0].trim.has_value());

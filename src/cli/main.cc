@@ -3,6 +3,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/cache_command.h"
+#include "cli/prompt_command.h"
 #include "cli/router_command.h"
 #include "cli/embed_command.h"
 #include "cli/model_command.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   tachyon::cli::AddEmbedCommand(app, &exit_code);
   tachyon::cli::AddCacheCommand(app, &exit_code);
   tachyon::cli::AddRouterCommand(app, &exit_code);
+  tachyon::cli::AddPromptCommand(app, &exit_code);
   tachyon::cli::AddRunCommand(app, &exit_code);
   tachyon::cli::AddServeCommand(app, &exit_code);
   std::string command_line = "tachyon";

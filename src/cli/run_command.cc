@@ -108,15 +108,9 @@ int Run(const RunFlags& flags) {
   }
 
   auto step = [&](const std::vector<TokenId>& tokens, int64_t first_position) {
-    ForwardBatch batch;
-    batch.tokens = tokens;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      batch.positions.push_back(first_position + static_cast<int64_t>(i));
-      batch.sequence_index.push_back(0);
-    }
-    batch.sequences.push_back({block_table.data(), static_cast<int64_t>(block_table.size())});
-    batch.logit_tokens.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    return m.Forward(batch, kv, pool);
+    return m.Forward(ForwardBatch::OneSequence(tokens, first_position, block_table.data(),
+                                               static_cast<int64_t>(block_table.size())),
+                     kv, pool);
   };
 
   auto start = std::chrono::steady_clock::now();

@@ -36,15 +36,15 @@ std::string_view RightTrim(std::string_view s) {
   return s;
 }
 
-// ``` or ~~~ after at most three spaces: a code fence opens or closes.
-bool IsFence(std::string_view line) {
+}  // namespace
+
+bool IsCodeFence(std::string_view line) {
   size_t i = 0;
   while (i < line.size() && i < 3 && line[i] == ' ') ++i;
   return line.substr(i, 3) == "```" || line.substr(i, 3) == "~~~";
 }
 
-// Where a line's text starts after its indentation and list marker ("- ", "* ", "+ ", "12. ", "3) ").
-size_t TextStart(std::string_view line) {
+size_t LineTextStart(std::string_view line) {
   size_t i = 0;
   while (i < line.size() && IsSpace(line[i])) ++i;
   if (i + 1 < line.size() && (line[i] == '-' || line[i] == '*' || line[i] == '+') && line[i + 1] == ' ') {
@@ -57,6 +57,14 @@ size_t TextStart(std::string_view line) {
   while (i < line.size() && IsSpace(line[i])) ++i;
   return i;
 }
+
+std::vector<std::string_view> TextLines(std::string_view text) {
+  std::vector<std::string_view> out;
+  for (const Line& l : SplitLines(text)) out.push_back(text.substr(l.begin, l.end - l.begin));
+  return out;
+}
+
+namespace {
 
 // A sentence ends at . ! or ? (and closing quotes or brackets) followed by
 // spaces and something that starts a sentence: an upper-case letter, a digit,
@@ -273,10 +281,10 @@ std::string NormalizeWhitespace(std::string_view text, bool interior) {
     const std::string_view line = text.substr(l.begin, l.end - l.begin);
     if (in_fence) {
       put(line);  // code keeps every byte
-      in_fence = !IsFence(line);
+      in_fence = !IsCodeFence(line);
       continue;
     }
-    if (IsFence(line)) {
+    if (IsCodeFence(line)) {
       put(RightTrim(line));
       in_fence = true;
       continue;
@@ -311,12 +319,12 @@ std::vector<Instruction> SplitInstructions(std::string_view text) {
   const std::vector<Line> lines = SplitLines(text);
   for (size_t n = 0; n < lines.size(); ++n) {
     const std::string_view line = text.substr(lines[n].begin, lines[n].end - lines[n].begin);
-    if (in_fence || IsFence(line)) {
+    if (in_fence || IsCodeFence(line)) {
       if (!RightTrim(line).empty()) out.push_back({n, lines[n].begin, lines[n].begin + RightTrim(line).size(), true});
-      in_fence = in_fence ? !IsFence(line) : true;
+      in_fence = in_fence ? !IsCodeFence(line) : true;
       continue;
     }
-    size_t begin = TextStart(line);
+    size_t begin = LineTextStart(line);
     for (size_t i = begin; i < line.size(); ++i) {
       if (line[i] != '.' && line[i] != '!' && line[i] != '?') continue;
       size_t end = i + 1;
@@ -335,7 +343,7 @@ std::vector<Instruction> SplitInstructions(std::string_view text) {
 }
 
 std::string InstructionKey(std::string_view instruction) {
-  instruction = instruction.substr(TextStart(instruction));
+  instruction = instruction.substr(LineTextStart(instruction));
   std::string key;
   for (char c : instruction) {
     if (IsSpace(c)) {

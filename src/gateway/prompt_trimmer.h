@@ -33,6 +33,13 @@
 
 namespace tachyon {
 
+// The lines of a text, without their newlines ("a\n" is "a" and "").
+std::vector<std::string_view> TextLines(std::string_view text);
+// A line that opens or closes a code fence: ``` or ~~~ after at most three spaces.
+bool IsCodeFence(std::string_view line);
+// Where a line's text starts after its indentation and list marker ("- ", "* ", "+ ", "12. ", "3) ").
+size_t LineTextStart(std::string_view line);
+
 // Whitespace normalization; `interior` also cuts runs of spaces inside lines.
 std::string NormalizeWhitespace(std::string_view text, bool interior);
 

@@ -26,6 +26,20 @@ struct ForwardBatch {
   std::vector<int32_t> logit_tokens;     // indices into tokens whose logits Forward returns
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+
+  // One sequence's tokens from first_position on, the last token's logits asked for.
+  static ForwardBatch OneSequence(const std::vector<TokenId>& tokens, int64_t first_position,
+                                  const int32_t* block_table, int64_t num_blocks) {
+    ForwardBatch batch;
+    batch.tokens = tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      batch.positions.push_back(first_position + static_cast<int64_t>(i));
+      batch.sequence_index.push_back(0);
+    }
+    batch.sequences.push_back({block_table, num_blocks});
+    batch.logit_tokens.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    return batch;
+  }
 };
 
 }  // namespace tachyon

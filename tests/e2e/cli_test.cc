@@ -210,6 +210,54 @@ TEST(CliTest, TokenizeGeneratedModelWithBuiltinVocab) {
   fs::remove(path);
 }
 
+TEST(CliTest, PromptAuditReportsWritesAndNeverOverwrites) {
+  const std::string prompt = TempPath("audit_prompt.txt");
+  std::ofstream(prompt) << "# Role\nYou help customers of the Acme store with their orders.   \n\n\n\n"
+                           "Rules:\n- Always answer in a friendly and polite tone.\n- Never share internal prices.\n"
+                           "- Always answer in a friendly and polite tone.\n";
+  CommandResult text = RunTachyon("prompt audit " + prompt);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("built-in byte-level"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("exact duplicates"), std::string::npos);
+  CommandResult json = RunTachyon("prompt audit " + prompt + " --json --prefill-tps 100");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["tokens"], 201);
+  ASSERT_EQ(j["duplicates"].size(), 1u);
+  EXPECT_EQ(j["duplicates"][0]["text"], "Always answer in a friendly and polite tone.");
+  EXPECT_EQ(j["duplicates"][0]["lines"], nlohmann::json::array({7, 9}));
+  // 3 trailing spaces, 2 blank lines and the final newline; the copy's line, "- " and newline included.
+  EXPECT_EQ(j["removable_tokens"], 6 + 47);
+  EXPECT_DOUBLE_EQ(j["prefill_ms_saved"].get<double>(), 1e3 * 53 / 100);
+
+  const std::string trimmed = TempPath("audit_trimmed.txt");
+  ASSERT_EQ(RunTachyon("prompt audit " + prompt + " --write " + trimmed).exit_code, 0);
+  std::ifstream in(trimmed);
+  const std::string written((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(written, "# Role\nYou help customers of the Acme store with their orders.\n\nRules:\n"
+                     "- Always answer in a friendly and polite tone.\n- Never share internal prices.\n");
+  CommandResult same = RunTachyon("prompt audit " + prompt + " --write " + prompt);
+  EXPECT_EQ(same.exit_code, 1);
+  EXPECT_NE(same.err.find("another file"), std::string::npos) << same.err;
+
+  // A request JSON: its system prompt is audited; --write writes the request back, trimmed.
+  const std::string request = TempPath("audit_request.json");
+  std::ifstream original(prompt);
+  const std::string system((std::istreambuf_iterator<char>(original)), {});
+  std::ofstream(request) << nlohmann::json({{"model", "m"}, {"messages", {{{"role", "system"}, {"content", system}},
+                                                                          {{"role", "user"}, {"content", "hi"}}}}})
+                                .dump();
+  CommandResult req = RunTachyon("prompt audit " + request + " --json --write " + trimmed);
+  ASSERT_EQ(req.exit_code, 0) << req.err;
+  EXPECT_EQ(nlohmann::json::parse(req.out)["input"], "the system prompt of a request (1 message)");
+  std::ifstream in2(trimmed);
+  const nlohmann::json back = nlohmann::json::parse(in2);
+  EXPECT_EQ(back["messages"][0]["content"], written.substr(0, written.size() - 1));
+  EXPECT_EQ(back["messages"][1]["content"], "hi");
+  EXPECT_EQ(RunTachyon("prompt audit /nonexistent.txt").exit_code, 1);
+  for (const std::string& f : {prompt, trimmed, request}) std::remove(f.c_str());
+}
+
 }  // namespace
 }  // namespace tachyon::e2e
 

@@ -204,6 +204,64 @@ TEST_F(GatewayE2eTest, ALocalEngineAndAnUpstreamBehindOneFrontDoor) {
   fs::remove(model);
 }
 
+// A classify route over two local engines, with the trimmer in front: the
+// headers name the class, why, and the tokens trimmed.
+TEST_F(GatewayE2eTest, AClassifyRouteAndTheTrimmerThroughTheBinary) {
+  const std::string model = TempFile("classify_tiny.gguf");
+  ASSERT_EQ(RunTachyon("model gen --shape tiny --type q8_0 --out " + model).exit_code, 0);
+  std::string backends;
+  for (const char* name : {"small", "large"}) {
+    backends += "[[backend]]\nname = \"" + std::string(name) + "\"\nkind = \"local\"\nmodel = \"" + model +
+                "\"\nthreads = 1\nchat_template = \"chatml\"\n";
+  }
+  const std::string config = WriteConfig("classify.toml", backends + R"(
+[[route]]
+model = "auto"
+policy = "classify"
+default = "large"
+trim = { whitespace = true, duplicates = true }
+[[route.class]]
+name = "small"
+backends = ["small"]
+fallback = ["large"]
+[[route.class]]
+name = "large"
+backends = ["large"]
+[[route.rule]]
+name = "extraction"
+class = "small"
+user_regex = "(?i)^(extract|classify)\\b"
+)");
+  ServerProcess gateway({"--config", config});
+  ASSERT_TRUE(gateway.started());
+  auto ask = [&](const std::string& user) {
+    const nlohmann::json body = {
+        {"model", "auto"}, {"max_tokens", 2}, {"ignore_eos", true},
+        {"messages", {{{"role", "system"}, {"content", "Answer in one short line, please and thanks.\n\n\n\n"
+                                                        "Answer in one short line, please and thanks."}},
+                      {{"role", "user"}, {"content", user}}}}};
+    return Post(gateway.url() + "/v1/chat/completions", body.dump(), "-i");
+  };
+  std::string r = ask("Extract the dates: May 1 and June 2");
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
+  EXPECT_NE(r.find("x-tachyon-route: auto; class=small; rule=extraction"), std::string::npos) << r;
+  EXPECT_NE(r.find("x-tachyon-backend: small"), std::string::npos);
+  // 2 blank lines, then the copy (44 bytes) and the blank line before it: the byte-level count of a
+  // model whose vocabulary is the built-in one.
+  EXPECT_NE(r.find("x-tachyon-trimmed-tokens: 48; whitespace=2; duplicates=46"), std::string::npos) << r;
+  r = ask("Write a poem about the sea");
+  EXPECT_NE(r.find("x-tachyon-route: auto; class=large; default"), std::string::npos) << r;
+  EXPECT_NE(r.find("x-tachyon-backend: large"), std::string::npos);
+  const std::string metrics = Curl(gateway.url() + "/metrics");
+  EXPECT_NE(metrics.find(R"(tachyon:router_decisions_total{route="auto",class="small",by="rule"} 1)"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(R"(tachyon:trimmed_tokens_total{route="auto",step="duplicates"} 92)"), std::string::npos);
+  EXPECT_NE(metrics.find("tachyon:router_decision_seconds_count{route=\"auto\"} 2"), std::string::npos);
+  EXPECT_EQ(gateway.Stop(), 0);
+  fs::remove(model);
+}
+
 // The exact cache through the real binary: a repeat is answered without the
 // upstream in both shapes, Cache-Control is honoured, errors are never stored.
 TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {

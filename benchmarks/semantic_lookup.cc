@@ -18,17 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "percentile.h"
+
 #include "embed/embedder.h"
 #include "gateway/semantic_cache.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
-}
 
 }  // namespace
 

@@ -53,12 +53,16 @@ for s in styles[:20]:
 out.append("")
 out.append("")
 out.append("")
+def worked_example(number, task):
+    out.append("")
+    out.append("Example %d:" % number)
+    out.append("Input: " + one_line(task["instruction"] + " " + task["instances"][0]["input"]))
+    out.append("Output: " + one_line(task["instances"][0]["output"]))
+
+
 out.append("## Worked examples")
 for i, t in enumerate(examples[:8]):
-    out.append("")
-    out.append("Example %d:" % (i + 1))
-    out.append("Input: " + one_line(t["instruction"] + " " + t["instances"][0]["input"]))
-    out.append("Output: " + one_line(t["instances"][0]["output"]))
+    worked_example(i + 1, t)
 out.append("")
 out.append("## More tasks (added by the second team)")
 out.append("")
@@ -86,10 +90,7 @@ for g in rng.sample(negatable, 3):
 out.append("")
 out.append("## Examples again (pasted from the old prompt)")
 for i, t in enumerate(examples[2:4]):
-    out.append("")
-    out.append("Example %d:" % (i + 3))
-    out.append("Input: " + one_line(t["instruction"] + " " + t["instances"][0]["input"]))
-    out.append("Output: " + one_line(t["instances"][0]["output"]))
+    worked_example(i + 3, t)
 out.append("")
 out.append("")
 for i in range(0, len(out), 9):

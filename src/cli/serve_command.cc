@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -30,6 +33,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
+  std::string api_key_file;
   std::string admin_key;
   std::string served_model_name;
   std::string chat_template;
@@ -152,6 +156,30 @@ void DescribeConfig(const GatewayConfig& config) {
   }
 }
 
+// The clients' key: --api-key, else --api-key-file's first line, else
+// $TACHYON_API_KEY; none of them: nullopt (the config's [server] api_key_env
+// may still give one).
+StatusOr<std::optional<std::string>> ApiKeyOf(const ServeFlags& flags) {
+  if (!flags.api_key.empty() && !flags.api_key_file.empty()) {
+    return InvalidArgumentError("--api-key and --api-key-file are exclusive");
+  }
+  if (!flags.api_key.empty()) return std::optional<std::string>(flags.api_key);
+  if (!flags.api_key_file.empty()) {
+    std::ifstream in(flags.api_key_file);
+    std::string key;
+    if (!in || !std::getline(in, key)) {
+      return InvalidArgumentError("--api-key-file: cannot read a key from '" + flags.api_key_file + "'");
+    }
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+    if (key.empty()) return InvalidArgumentError("--api-key-file: the first line of '" + flags.api_key_file + "' is empty");
+    return std::optional<std::string>(key);
+  }
+  if (const char* env = std::getenv("TACHYON_API_KEY"); env != nullptr && *env != '\0') {
+    return std::optional<std::string>(env);
+  }
+  return std::optional<std::string>();
+}
+
 int Run(const ServeFlags& flags) {
   // SIGINT/SIGTERM/SIGHUP are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -165,7 +193,9 @@ int Run(const ServeFlags& flags) {
   GatewayHolder holder;
   HttpServerOptions http{.host = flags.host, .port = flags.port, .max_body_bytes = flags.max_body_bytes,
                          .num_io_threads = flags.io_threads};
-  OpenAiServerOptions server_options{.api_key = flags.api_key, .admin_key = flags.admin_key,
+  StatusOr<std::optional<std::string>> api_key = ApiKeyOf(flags);
+  if (!api_key.ok()) return Fail(api_key.status().message());
+  OpenAiServerOptions server_options{.api_key = api_key->value_or(""), .admin_key = flags.admin_key,
                                      .access_log = !flags.no_access_log};
   int workers = flags.workers;
   std::optional<GatewayConfig> config;
@@ -191,7 +221,7 @@ int Run(const ServeFlags& flags) {
     if (s.port && !flags.port_option->count()) http.port = *s.port;
     if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
     if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
-    if (s.api_key && !flags.api_key_option->count()) server_options.api_key = *s.api_key;
+    if (s.api_key && !api_key->has_value()) server_options.api_key = *s.api_key;
     if (s.admin_key && flags.admin_key.empty()) server_options.admin_key = *s.admin_key;
     if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
     StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
@@ -261,7 +291,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", flags->model, "GGUF model to serve (default: the built-in demo model)");
   flags->host_option = cmd->add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   flags->port_option = cmd->add_option("--port", flags->port, "Port to listen on (0: any free port)")->capture_default_str();
-  flags->api_key_option = cmd->add_option("--api-key", flags->api_key, "Require Authorization: Bearer KEY");
+  flags->api_key_option = cmd->add_option(
+      "--api-key", flags->api_key,
+      "Require Authorization: Bearer KEY (visible in ps: prefer --api-key-file or TACHYON_API_KEY)");
+  cmd->add_option("--api-key-file", flags->api_key_file,
+                  "Read the API key from this file (its first line); the environment variable TACHYON_API_KEY "
+                  "is read when neither flag is given");
   cmd->add_option("--admin-key", flags->admin_key,
                   "Key of the admin routes (GET / DELETE /v1/cache); without one they are refused");
   flags->engine_options.push_back(

@@ -148,10 +148,13 @@ class Route {
     if (order.size() > limit) order.resize(limit);
     return order;
   }
-  // The name of class class_idx ("" for a route that does not classify).
+  // The name of class class_idx ("": a route that does not classify, or a
+  // request the router did not see, such as a cache hit).
   std::string ClassName(int class_idx) const {
-    if (config_.policy != PolicyKind::kClassify) return "";
-    if (class_idx < 0 || static_cast<size_t>(class_idx) >= config_.classes.size()) class_idx = config_.default_class;
+    if (config_.policy != PolicyKind::kClassify || class_idx < 0 ||
+        static_cast<size_t>(class_idx) >= config_.classes.size()) {
+      return "";
+    }
     return config_.classes[class_idx].name;
   }
 

@@ -373,8 +373,13 @@ TEST(GatewayConfigTest, TheDocumentedExampleIsValid) {
   EXPECT_EQ(c->backends.size(), 6u);
   EXPECT_EQ(c->backends[3].kind, "embedding");
   EXPECT_EQ(c->backends[3].embedding.embedder.name, "bge-small");
-  EXPECT_EQ(c->routes.size(), 3u);
+  EXPECT_EQ(c->routes.size(), 4u);
   EXPECT_EQ(c->routes[2].policy, PolicyKind::kPrefixAffinity);
+  EXPECT_EQ(c->routes[3].policy, PolicyKind::kClassify);
+  EXPECT_EQ(c->routes[3].rules.size(), 2u);
+  EXPECT_TRUE(c->routes[3].rules[0].user_regex->Search("Extract the dates"));
+  ASSERT_TRUE(c->routes[0].trim);
+  EXPECT_EQ(c->routes[0].trim->options.history_tokens, 6000);
   EXPECT_EQ(c->backends[1].remote.api_key, "sk-b");
   EXPECT_TRUE(c->routes[0].exact_cache);
   ASSERT_TRUE(c->routes[0].semantic_cache);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <unordered_set>
 
 namespace tachyon {
@@ -87,19 +88,20 @@ std::string Role(const json& m) {
   return role != m.end() && role->is_string() ? role->get<std::string>() : "";
 }
 
-// Applies fn to every text of a message's content (a string, or text parts), in place.
-template <typename Fn>
-void ForEachText(json& message, Fn fn) {
+// Applies fn to every text of a message's content (a string, or text parts):
+// in place when Json is mutable.
+template <typename Json, typename Fn>
+void ForEachText(Json& message, Fn fn) {
+  using String = std::conditional_t<std::is_const_v<Json>, const std::string&, std::string&>;
   if (!message.is_object()) return;
   auto content = message.find("content");
   if (content == message.end()) return;
   if (content->is_string()) {
-    fn(content->get_ref<std::string&>());
+    fn(content->template get_ref<String>());
   } else if (content->is_array()) {
-    for (json& part : *content) {
-      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
-        fn(part["text"].get_ref<std::string&>());
-      }
+    for (auto& part : *content) {
+      auto text = part.is_object() ? part.find("text") : part.end();
+      if (text != part.end() && text->is_string() && part.value("type", "") == "text") fn(text->template get_ref<String>());
     }
   }
 }
@@ -427,8 +429,7 @@ DuplicateRemoval RemoveDuplicateInstructions(std::string_view text, int64_t min_
 
 int64_t MessageTokens(const json& message, const TokenCounter& counter) {
   int64_t n = 4;
-  json copy = message;  // ForEachText hands out mutable strings
-  ForEachText(copy, [&](std::string& text) { n += counter.Count(text); });
+  ForEachText(message, [&](const std::string& text) { n += counter.Count(text); });
   if (message.is_object()) {
     if (auto calls = message.find("tool_calls"); calls != message.end() && calls->is_array()) {
       for (const json& call : *calls) n += counter.Count(call.dump());

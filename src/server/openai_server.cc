@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "api/embeddings.h"
+#include "base/constant_time.h"
 #include "gateway/exact_cache.h"
 #include "gateway/semantic_cache.h"
 
@@ -96,7 +97,11 @@ class HttpSink : public GatewaySink {
   // "auto; class=small; rule=extraction": the route, and for a classify route its class and why.
   static std::string RouteHeader(const CallInfo& info) {
     if (info.route_class.empty()) return info.route;
-    return info.route + "; class=" + info.route_class + "; " + info.route_reason;
+    std::string value = info.route + "; class=" + info.route_class + "; " + info.route_reason;
+    for (char& c : value) {  // class and label names come from files: no control bytes in a header
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    return value;
   }
   // "412; whitespace=12; duplicates=100; history=300": the total, then each step's.
   static std::string TrimmedHeader(const CallInfo& info) {
@@ -181,7 +186,7 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   }
   if (!options_.api_key.empty()) {
     auto it = request.headers.find("authorization");
-    if (it == request.headers.end() || it->second != "Bearer " + options_.api_key) {
+    if (it == request.headers.end() || !BearerMatches(it->second, options_.api_key)) {
       rejected_->With({"invalid_api_key"}).Add();
       SendError(*writer, {401, "missing or wrong API key (Authorization: Bearer ...)", "authentication_error", "",
                           "invalid_api_key"});
@@ -253,7 +258,7 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
     return;
   }
   auto it = request.headers.find("authorization");
-  if (it == request.headers.end() || it->second != "Bearer " + options_.admin_key) {
+  if (it == request.headers.end() || !BearerMatches(it->second, options_.admin_key)) {
     rejected_->With({"invalid_admin_key"}).Add();
     SendError(writer, {401, "missing or wrong admin key (Authorization: Bearer ...)", "authentication_error", "",
                        "invalid_api_key"});

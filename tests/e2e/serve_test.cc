@@ -203,5 +203,41 @@ TEST(ServeDemoTest, RequestTimeoutGives504) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// The clients' key from a file or the environment, never only from argv; compared in constant time.
+TEST(ServeKeyTest, ApiKeyFromAFileOrTheEnvironment) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  const std::string key_file = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_key.txt";
+  std::ofstream(key_file) << "sk-from-file\n";
+  auto status_of = [](const ServerProcess& server, const std::string& auth) {
+    return Curl("-o /dev/null -w '%{http_code}' " + auth + " " + server.url() + "/v1/models");
+  };
+  {
+    ServerProcess server({"--api-key-file", key_file});
+    ASSERT_TRUE(server.started());
+    EXPECT_EQ(status_of(server, ""), "401");
+    EXPECT_EQ(status_of(server, "-H 'Authorization: Bearer sk-from-filex'"), "401");
+    EXPECT_EQ(status_of(server, "-H 'Authorization: Bearer sk-from-fil'"), "401");
+    EXPECT_EQ(status_of(server, "-H 'Authorization: Bearer sk-from-file'"), "200");
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  ::setenv("TACHYON_API_KEY", "sk-from-env", 1);
+  {
+    ServerProcess server({});
+    ASSERT_TRUE(server.started());
+    EXPECT_EQ(status_of(server, "-H 'Authorization: Bearer sk-from-file'"), "401");
+    EXPECT_EQ(status_of(server, "-H 'Authorization: Bearer sk-from-env'"), "200");
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  ::unsetenv("TACHYON_API_KEY");
+  CommandResult both = RunTachyon("serve --api-key a --api-key-file " + key_file);
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.err.find("exclusive"), std::string::npos) << both.err;
+  std::ofstream(key_file) << "\n";
+  CommandResult empty = RunTachyon("serve --api-key-file " + key_file);
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.err.find("is empty"), std::string::npos) << empty.err;
+  std::remove(key_file.c_str());
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

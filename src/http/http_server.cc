@@ -156,6 +156,20 @@ std::string Header(int status, const std::string& content_type, const HttpHeader
   return out + extra + "\r\n";
 }
 
+// An OpenAI-shaped error answer to a request that could not be read; the connection then ends.
+std::string ErrorResponse(int status, const std::string& message, const std::string& code) {
+  std::string escaped;
+  for (char c : message) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+  }
+  const std::string body = "{\"error\":{\"message\":\"" + escaped +
+                           "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"" + code + "\"}}";
+  return Header(status, "application/json", {},
+                "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n") +
+         body;
+}
+
 // Appends one chunk of the chunked transfer coding.
 void AppendChunk(const std::string& data, std::string* out) {
   char size[32];
@@ -179,12 +193,20 @@ struct HttpServer::Impl {
 
   asio::awaitable<void> Listen() {
     size_t next = 0;
+    asio::steady_timer accept_backoff(co_await asio::this_coro::executor);
     while (!stopping.load()) {
       boost::system::error_code ec;
       asio::io_context& target = *contexts[next++ % contexts.size()];
       tcp::socket socket = co_await acceptor->async_accept(target, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (stopping.load() || ec == asio::error::operation_aborted) co_return;
+        // Out of file descriptors (or memory): the pending connection stays in the
+        // backlog and accept would fail again at once, spinning a core. Wait first.
+        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+            ec == asio::error::no_memory || ec.value() == ENFILE) {
+          accept_backoff.expires_after(std::chrono::milliseconds(50));
+          co_await accept_backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
         continue;
       }
       // Each SSE chunk goes out when written: without this, Nagle's algorithm holds a
@@ -204,18 +226,40 @@ struct HttpServer::Impl {
       stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(options.idle_timeout_seconds * 1000)));
       co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
       if (ec == bhttp::error::body_limit) {
-        std::string body = "{\"error\":{\"message\":\"the request body is larger than the limit of " +
-                           std::to_string(options.max_body_bytes) +
-                           " bytes (--max-body-bytes)\",\"type\":\"invalid_request_error\",\"param\":null,"
-                           "\"code\":\"body_too_large\"}}";
-        std::string response = Header(413, "application/json", {}, "Content-Length: " + std::to_string(body.size()) +
-                                                                       "\r\nConnection: close\r\n") + body;
+        std::string response = ErrorResponse(413,
+                                             "the request body is larger than the limit of " +
+                                                 std::to_string(options.max_body_bytes) + " bytes (--max-body-bytes)",
+                                             "body_too_large");
         co_await asio::async_write(stream, asio::buffer(response), asio::redirect_error(asio::use_awaitable, ec));
         break;
       }
-      if (ec) break;  // closed, timed out, or not HTTP
+      if (ec) {  // closed or timed out: nothing to say; not HTTP: a 400 (431 for huge headers), then close
+        if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+            ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+          // Named first: GCC 12 destroys temporaries of a co_await's arguments twice.
+          const bool headers = ec == bhttp::error::header_limit;
+          std::string response = headers ? ErrorResponse(431, "the request's headers are larger than the limit",
+                                                         "headers_too_large")
+                                         : ErrorResponse(400, "malformed HTTP request: " + ec.message(), "bad_http");
+          stream.expires_after(std::chrono::seconds(5));
+          co_await asio::async_write(stream, asio::buffer(response), asio::redirect_error(asio::use_awaitable, ec));
+        }
+        break;
+      }
       stream.expires_never();
       bhttp::request<bhttp::string_body> message = parser.release();
+      // A transfer coding other than a final chunked has no framing we can trust
+      // (RFC 9112 6.1: answer 400 and close), nor has one with a Content-Length beside it.
+      if (auto te = message.find(bhttp::field::transfer_encoding); te != message.end()) {
+        if (!bhttp::token_list{te->value()}.exists("chunked") || !message.chunked() ||
+            message.find(bhttp::field::content_length) != message.end()) {
+          std::string response =
+              ErrorResponse(400, "Transfer-Encoding must end in chunked, without a Content-Length", "bad_http");
+          stream.expires_after(std::chrono::seconds(5));
+          co_await asio::async_write(stream, asio::buffer(response), asio::redirect_error(asio::use_awaitable, ec));
+          break;
+        }
+      }
       const bool keep_alive = message.keep_alive();
       HttpRequest request{std::string(message.method_string()), std::string(message.target()), {},
                           std::move(message.body())};

@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <atomic>
@@ -21,6 +27,26 @@ std::string Curl(const std::string& args) {
   size_t n;
   while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
   ::pclose(pipe);
+  return out;
+}
+
+// Raw bytes to the server, its whole answer back (it closes, or 3 s pass).
+std::string Raw(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    timeval tv{.tv_sec = 3, .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::array<char, 4096> buf;
+    ssize_t n;
+    while ((n = ::recv(fd, buf.data(), buf.size(), 0)) > 0) out.append(buf.data(), n);
+  }
+  ::close(fd);
   return out;
 }
 
@@ -141,6 +167,70 @@ TEST(HttpServerStartTest, BadAddressesAreErrors) {
   auto second = HttpServer::Start({.port = (*first)->port()}, nullptr);
   EXPECT_FALSE(second.ok()) << "the port is taken";
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+TEST_F(HttpServerTest, RequestsThatAreNotHttpGetAnErrorThenTheConnectionCloses) {
+  const int port = server_->port();
+  std::string out = Raw(port, "GARBAGE\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+  EXPECT_NE(out.find("Connection: close"), std::string::npos);
+  EXPECT_NE(out.find("\"code\":\"bad_http\""), std::string::npos) << out;
+  EXPECT_EQ(Raw(port, "GET /hello HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  out = Raw(port, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 431", 0), 0u) << out.substr(0, 100);
+  // A transfer coding that does not end in chunked, or one beside a Content-Length: no framing to trust.
+  out = Raw(port, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Test: t\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\nhi");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+  EXPECT_NE(out.find("Transfer-Encoding"), std::string::npos);
+  out = Raw(port, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Test: t\r\nTransfer-Encoding: chunked\r\n"
+                  "Content-Length: 7\r\n\r\n2\r\nhi\r\n0\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+  // Chunked alone is fine.
+  out = Raw(port, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Test: t\r\nTransfer-Encoding: chunked\r\n"
+                  "Connection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << out;
+  EXPECT_NE(out.find("hi t"), std::string::npos);
+  EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
+}
+
+// Out of file descriptors, accept fails at once and again: the loop must wait,
+// not spin a core, and serve again when descriptors are back.
+TEST_F(HttpServerTest, RunningOutOfFileDescriptorsDoesNotSpin) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::vector<int> clients;
+  for (int i = 0; i < 16; ++i) clients.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+  // No descriptor left for the server to accept with (the probe finds the next free number).
+  const int probe = ::dup(0);
+  ::close(probe);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(probe);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int fd : clients) ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  auto cpu_seconds = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const double used = cpu_seconds() - before;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  // A spinning accept loop burns the whole second; waiting 50 ms between tries, a few milliseconds.
+  EXPECT_LT(used, 0.3) << "CPU seconds used in one idle second while out of descriptors";
+  for (int fd : clients) ::close(fd);
+  EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ struct ServeFlags {
   int port = 8000;
   std::string api_key;
   std::string api_key_file;
+  std::vector<std::string> allowed_origins, allowed_hosts;
   std::string admin_key;
   std::string served_model_name;
   std::string chat_template;
@@ -195,7 +196,10 @@ int Run(const ServeFlags& flags) {
                          .num_io_threads = flags.io_threads};
   StatusOr<std::optional<std::string>> api_key = ApiKeyOf(flags);
   if (!api_key.ok()) return Fail(api_key.status().message());
-  OpenAiServerOptions server_options{.api_key = api_key->value_or(""), .admin_key = flags.admin_key,
+  OpenAiServerOptions server_options{.api_key = api_key->value_or(""),
+                                     .origins = {.allowed_origins = flags.allowed_origins,
+                                                 .allowed_hosts = flags.allowed_hosts},
+                                     .admin_key = flags.admin_key,
                                      .access_log = !flags.no_access_log};
   int workers = flags.workers;
   std::optional<GatewayConfig> config;
@@ -224,6 +228,8 @@ int Run(const ServeFlags& flags) {
     if (s.api_key && !api_key->has_value()) server_options.api_key = *s.api_key;
     if (s.admin_key && flags.admin_key.empty()) server_options.admin_key = *s.admin_key;
     if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
+    if (s.allowed_origins && flags.allowed_origins.empty()) server_options.origins.allowed_origins = *s.allowed_origins;
+    if (s.allowed_hosts && flags.allowed_hosts.empty()) server_options.origins.allowed_hosts = *s.allowed_hosts;
     StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
     DescribeConfig(*config);
@@ -234,6 +240,7 @@ int Run(const ServeFlags& flags) {
     holder.Set(*gateway);
   }
 
+  server_options.origins.listen_host = http.host;
   OpenAiServer service(server_options, &holder, &metrics, pool.get());
   StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       http, [&service](HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
@@ -297,6 +304,14 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-key-file", flags->api_key_file,
                   "Read the API key from this file (its first line); the environment variable TACHYON_API_KEY "
                   "is read when neither flag is given");
+  cmd->add_option("--allowed-origins", flags->allowed_origins,
+                  "Origins that get CORS headers, comma-separated (https://app.example.com, or *); without an API "
+                  "key, requests from other origins are refused")
+      ->delimiter(',');
+  cmd->add_option("--allowed-hosts", flags->allowed_hosts,
+                  "Host names this server answers besides IP addresses, localhost and --host, comma-separated (or "
+                  "*); checked only without an API key (DNS rebinding)")
+      ->delimiter(',');
   cmd->add_option("--admin-key", flags->admin_key,
                   "Key of the admin routes (GET / DELETE /v1/cache); without one they are refused");
   flags->engine_options.push_back(

@@ -464,6 +464,12 @@ Status ReadServer(TableReader& t, EnvReader env, ServerConfig* s) {
     if (!n->is_boolean()) return t.Error(*n, "access_log", "must be true or false");
     s->access_log = n->as_boolean()->get();
   }
+  for (auto [key, out] : {std::pair{"allowed_origins", &s->allowed_origins}, std::pair{"allowed_hosts", &s->allowed_hosts}}) {
+    if (t.Get(key) == nullptr) continue;
+    std::vector<std::string> list;
+    RETURN_IF_ERROR(t.StringList(key, &list));
+    *out = std::move(list);
+  }
   return t.NoOtherKeys();
 }
 

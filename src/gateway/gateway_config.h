@@ -108,6 +108,7 @@ struct ServerConfig {
   std::optional<int> io_threads;
   std::optional<int> workers;
   std::optional<bool> access_log;
+  std::optional<std::vector<std::string>> allowed_origins, allowed_hosts;
 };
 
 struct GatewayConfig {

@@ -19,6 +19,7 @@
 #include <cctype>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <optional>
 
 namespace tachyon {
@@ -109,6 +110,8 @@ EventLoop* CurrentEventLoop() { return current_loop; }
 void SetCurrentEventLoop(EventLoop* loop) { current_loop = loop; }
 
 struct HttpClient::Impl {
+  std::mutex stop_mutex;
+  bool stop_requested = false;  // guarded by stop_mutex: Stop was called
   // Own loop, or (external) a loop another thread runs.
   explicit Impl(HttpClientOptions o)
       : options(std::move(o)), own_io(std::make_unique<asio::io_context>(1)), io(*own_io) {}
@@ -427,12 +430,21 @@ void HttpClient::Run() {
 }
 
 void HttpClient::RunUntilStopped() {
-  impl_->io.restart();
+  {
+    // A Stop that came first (the thread started late) must not be undone by restart().
+    std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+    if (impl_->stop_requested) return;
+    impl_->io.restart();
+  }
   auto guard = asio::make_work_guard(impl_->io);
   impl_->io.run();
 }
 
-void HttpClient::Stop() { impl_->io.stop(); }
+void HttpClient::Stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mutex);
+  impl_->stop_requested = true;
+  impl_->io.stop();
+}
 
 void HttpClient::OnSignalOnce(int signo, std::function<void()> fn) {
   auto set = std::make_unique<asio::signal_set>(impl_->io, signo);

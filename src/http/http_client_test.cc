@@ -193,3 +193,24 @@ TEST(HttpUrlTest, Parses) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+// A backend made and dropped at once (a config that fails later in Build) stops
+// its client before the client's thread has started: the thread must still end.
+TEST(HttpClientStopTest, AStopBeforeTheLoopStartsIsNotLost) {
+  for (int i = 0; i < 50; ++i) {
+    HttpClient client;
+    client.Stop();
+    std::thread thread([&client] { client.RunUntilStopped(); });
+    thread.join();  // hung here when RunUntilStopped's restart() undid the Stop
+  }
+  HttpClient client;
+  std::thread thread([&client] { client.RunUntilStopped(); });
+  client.Stop();
+  thread.join();
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -26,6 +26,29 @@ void SendError(ResponseWriter& writer, const ApiError& error, HttpHeaders header
   writer.Respond(error.http_status, "application/json", ErrorBody(error), std::move(headers));
 }
 
+// Adds the CORS headers of an allowed origin to whatever answer goes out.
+class CorsWriter : public ResponseWriter {
+ public:
+  CorsWriter(std::shared_ptr<ResponseWriter> inner, HttpHeaders cors) : inner_(std::move(inner)), cors_(std::move(cors)) {}
+  void Respond(int status, const std::string& content_type, std::string body, HttpHeaders headers) override {
+    headers.insert(headers.end(), cors_.begin(), cors_.end());
+    inner_->Respond(status, content_type, std::move(body), std::move(headers));
+  }
+  void StartStream(int status, const std::string& content_type, HttpHeaders headers) override {
+    headers.insert(headers.end(), cors_.begin(), cors_.end());
+    inner_->StartStream(status, content_type, std::move(headers));
+  }
+  void Write(std::string data) override { inner_->Write(std::move(data)); }
+  void End() override { inner_->End(); }
+  void Abort() override { inner_->Abort(); }
+  bool closed() const override { return inner_->closed(); }
+  void OnClose(std::function<void()> callback) override { inner_->OnClose(std::move(callback)); }
+
+ private:
+  std::shared_ptr<ResponseWriter> inner_;
+  HttpHeaders cors_;
+};
+
 // A client's x-request-id is kept when it is short and printable.
 bool UsableRequestId(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
@@ -173,6 +196,21 @@ std::string OpenAiServer::RequestId(const HttpRequest& request) {
 void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
   const Clock::time_point arrival = Clock::now();
   const std::string path = request.target.substr(0, request.target.find('?'));
+  OriginPolicyOptions origins = options_.origins;
+  origins.has_api_key = !options_.api_key.empty();
+  const OriginVerdict verdict = CheckOrigin(origins, request);
+  if (verdict.kind == OriginVerdict::Kind::kRefuse) {
+    rejected_->With({verdict.code}).Add();
+    SendError(*writer, {403, verdict.message, "permission_error", "", verdict.code});
+    return;
+  }
+  if (verdict.kind == OriginVerdict::Kind::kCors) {
+    if (request.method == "OPTIONS") {  // the preflight
+      writer->Respond(204, "text/plain", "", CorsHeaders(verdict.origin, true));
+      return;
+    }
+    writer = std::make_shared<CorsWriter>(std::move(writer), CorsHeaders(verdict.origin, false));
+  }
   if (request.method == "GET" && path == "/health") {
     nlohmann::json body;
     const int status = gateway_->Get()->Health(&body);

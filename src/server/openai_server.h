@@ -26,6 +26,7 @@
 #include "base/worker_pool.h"
 #include "gateway/gateway.h"
 #include "http/http_server.h"
+#include "server/origin_policy.h"
 #include "obs/metrics.h"
 
 namespace tachyon {
@@ -49,6 +50,7 @@ class GatewayHolder {
 
 struct OpenAiServerOptions {
   std::string api_key;  // Bearer token; empty: no authentication
+  OriginPolicyOptions origins;  // Host and Origin checks, CORS (has_api_key is set from api_key)
   std::string admin_key;  // Bearer token of the admin routes (/v1/cache); empty: they are refused
   bool access_log = true;
 };

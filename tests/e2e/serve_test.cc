@@ -239,5 +239,31 @@ TEST(ServeKeyTest, ApiKeyFromAFileOrTheEnvironment) {
   std::remove(key_file.c_str());
 }
 
+// A server on a port with no key: no CORS by default, other origins and foreign Host names refused.
+TEST(ServeKeyTest, OriginsHostsAndCors) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  ServerProcess server({"--allowed-origins", "https://app.example.com", "--allowed-hosts", "tachyon.internal"});
+  ASSERT_TRUE(server.started());
+  const std::string models = server.url() + "/v1/models";
+  std::string out = Curl("-i " + models);
+  EXPECT_NE(out.find("HTTP/1.1 200"), std::string::npos);
+  EXPECT_EQ(out.find("Access-Control-Allow-Origin"), std::string::npos) << "no CORS by default";
+  out = Curl("-i -H 'Host: evil.example' " + models);
+  EXPECT_NE(out.find("HTTP/1.1 403"), std::string::npos) << out;
+  EXPECT_NE(out.find("host_not_allowed"), std::string::npos);
+  EXPECT_NE(Curl("-i -H 'Host: tachyon.internal:8000' " + models).find("HTTP/1.1 200"), std::string::npos);
+  out = Curl("-i -H 'Origin: https://evil.example' " + models);
+  EXPECT_NE(out.find("HTTP/1.1 403"), std::string::npos) << out;
+  EXPECT_NE(out.find("origin_not_allowed"), std::string::npos);
+  out = Curl("-i -H 'Origin: https://app.example.com' " + models);
+  EXPECT_NE(out.find("HTTP/1.1 200"), std::string::npos) << out;
+  EXPECT_NE(out.find("Access-Control-Allow-Origin: https://app.example.com"), std::string::npos) << out;
+  out = Curl("-i -X OPTIONS -H 'Origin: https://app.example.com' -H 'Access-Control-Request-Method: POST' " +
+             server.url() + "/v1/chat/completions");
+  EXPECT_NE(out.find("HTTP/1.1 204"), std::string::npos) << out;
+  EXPECT_NE(out.find("Access-Control-Allow-Headers: authorization, content-type"), std::string::npos) << out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

@@ -8,12 +8,14 @@ namespace tachyon {
 
 BlockHash HashBlock(BlockHash parent, std::span<const TokenId> tokens, uint64_t extra_key) {
   XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, &parent.value, sizeof(parent.value));
-  XXH3_64bits_update(&state, &extra_key, sizeof(extra_key));
+  XXH3_128bits_reset(&state);
+  XXH3_128bits_update(&state, &parent.low, sizeof(parent.low));
+  XXH3_128bits_update(&state, &parent.high, sizeof(parent.high));
+  XXH3_128bits_update(&state, &extra_key, sizeof(extra_key));
   static_assert(sizeof(TokenId) == sizeof(int32_t), "token ids hash as their int32 values");
-  XXH3_64bits_update(&state, tokens.data(), tokens.size() * sizeof(TokenId));
-  return BlockHash{XXH3_64bits_digest(&state)};
+  XXH3_128bits_update(&state, tokens.data(), tokens.size() * sizeof(TokenId));
+  const XXH128_hash_t h = XXH3_128bits_digest(&state);
+  return BlockHash{h.low64, h.high64};
 }
 
 }  // namespace tachyon

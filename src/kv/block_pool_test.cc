@@ -73,3 +73,23 @@ TEST(BlockPoolDeathTest, ReleasingAFreeBlockIsABug) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+// Block hashes are 128 bits and both halves count: two blocks whose hashes
+// share 64 bits (what a 64-bit collision looks like) are never confused.
+TEST(BlockPoolTest, HashesThatShareSixtyFourBitsAreDifferentBlocks) {
+  BlockPool pool(2);
+  BlockId a = *pool.Allocate();
+  pool.Cache(a, BlockHash{.low = 7, .high = 1});
+  EXPECT_FALSE(pool.Lookup(BlockHash{.low = 7, .high = 2}).has_value());
+  EXPECT_TRUE(pool.Lookup(BlockHash{.low = 7, .high = 1}).has_value());
+  const TokenId tokens[] = {TokenId(1), TokenId(2)};
+  const BlockHash h = HashBlock(kRootBlockHash, tokens, 0);
+  EXPECT_NE(h.high, 0u);
+  EXPECT_NE(h, HashBlock(kRootBlockHash, tokens, 1)) << "the extra key separates caches";
+}
+
+}  // namespace
+}  // namespace tachyon

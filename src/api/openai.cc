@@ -170,12 +170,20 @@ std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoi
   }
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& stop = body["stop"];
+    // A stop string is held back from a stream until it cannot match: a long one would hold back everything.
+    auto add = [&](const std::string& s) -> std::optional<ApiError> {
+      if (s.empty() || s.size() > kMaxStopBytes) {
+        return Invalid("each stop string must have 1 to " + std::to_string(kMaxStopBytes) + " bytes", "stop");
+      }
+      r.stop.push_back(s);
+      return std::nullopt;
+    };
     if (stop.is_string()) {
-      r.stop.push_back(stop.get<std::string>());
+      if (auto e = add(stop.get<std::string>())) return *e;
     } else if (stop.is_array() && stop.size() <= 4) {
       for (const json& s : stop) {
         if (!s.is_string()) return Invalid("'stop' must be a string or an array of up to 4 strings", "stop");
-        r.stop.push_back(s.get<std::string>());
+        if (auto e = add(s.get<std::string>())) return *e;
       }
     } else {
       return Invalid("'stop' must be a string or an array of up to 4 strings", "stop");

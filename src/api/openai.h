@@ -78,6 +78,9 @@ struct LogprobEntry {
   std::vector<std::pair<std::string, float>> top;
 };
 
+// The longest stop string a request may carry, in bytes.
+inline constexpr size_t kMaxStopBytes = 1024;
+
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view body, Endpoint endpoint);
 
 struct Usage {

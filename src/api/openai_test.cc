@@ -75,6 +75,11 @@ TEST(OpenAiTest, ErrorsNameTheField) {
   EXPECT_EQ(Parse(R"({"prompt":"x","n":2})").n, 2) << "a remote upstream may answer n > 1";
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","stream":"yes"})").param, "stream");
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","stop":[1]})").param, "stop");
+  // A stream holds text back while a stop string could still match: 2 MB ones would hold back everything.
+  const std::string huge(2 << 20, 'a');
+  EXPECT_NE(ErrorOf(R"({"prompt":"x","stop":[")" + huge + R"("]})").message.find("1 to 1024 bytes"), std::string::npos);
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","stop":")" + std::string(1025, 'b') + R"("})").param, "stop");
+  EXPECT_EQ(ErrorOf(R"({"prompt":"x","stop":[""]})").param, "stop");
   EXPECT_EQ(ErrorOf(R"({"prompt":{"a":1}})").param, "prompt");
   EXPECT_EQ(ErrorOf(R"({"model":5,"prompt":"x"})").param, "model");
   EXPECT_EQ(ErrorOf(R"({"prompt":"x","logprobs":true})").param, "logprobs") << "completions take a count";

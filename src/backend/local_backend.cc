@@ -214,9 +214,11 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
                                 "); start the server with --chat-template NAME",
                             "messages"));
     }
-    StatusOr<std::string> text = chat_template_->Render(r.messages);
+    // Control tokens come from the template's markup only: a message's "<|im_end|>" is text.
+    std::vector<std::pair<size_t, size_t>> content;
+    StatusOr<std::string> text = chat_template_->Render(r.messages, true, &content);
     if (!text.ok()) return refuse(Invalid(text.status().message(), "messages"));
-    prompt = tokenizer_->Encode(*text, {.add_special = true, .parse_special = true});
+    prompt = tokenizer_->Encode(*text, {.add_special = true, .parse_special = true, .literal_ranges = content});
   } else if (r.prompt_is_ids) {
     prompt = r.prompt_ids;
   } else {

@@ -67,8 +67,9 @@ StatusOr<std::vector<TokenId>> PromptTokens(const RunFlags& flags, const Model& 
   std::vector<ChatMessage> messages;
   if (!flags.system.empty()) messages.push_back({"system", flags.system});
   messages.push_back({"user", flags.prompt});
-  ASSIGN_OR_RETURN(std::string text, chat.Render(messages));
-  return tok.Encode(text, {.add_special = true, .parse_special = true});
+  std::vector<std::pair<size_t, size_t>> content;  // the prompt's text: control tokens off there
+  ASSIGN_OR_RETURN(std::string text, chat.Render(messages, true, &content));
+  return tok.Encode(text, {.add_special = true, .parse_special = true, .literal_ranges = content});
 }
 
 int Run(const RunFlags& flags) {

@@ -102,8 +102,8 @@ StatusOr<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_
   return Detect(*text);
 }
 
-StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
-                                           bool add_generation_prompt) const {
+StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                           std::vector<std::pair<size_t, size_t>>* content) const {
   if (messages.empty()) return InvalidArgumentError("messages must not be empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
@@ -114,20 +114,31 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
   }
   using F = ChatTemplateFamily;
   std::string out;
+  // A message's text: appended, and its range noted.
+  auto text = [&](std::string_view t) {
+    if (content != nullptr && !t.empty()) content->emplace_back(out.size(), out.size() + t.size());
+    out.append(t);
+  };
   bool has_system = false;
   switch (family_) {
     case F::kChatml: {
       if (!default_system_.empty() && messages[0].role != "system") {
         out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
       }
-      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      for (const ChatMessage& m : messages) {
+        out += "<|im_start|>" + m.role + "\n";
+        text(m.content);
+        out += "<|im_end|>\n";
+      }
       if (add_generation_prompt) out += "<|im_start|>assistant\n";
       break;
     }
     case F::kLlama3: {
       for (const ChatMessage& m : messages) {
         std::string role = m.role == "tool" ? "ipython" : m.role;  // Llama 3.1 names tool results ipython
-        out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+        out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n";
+        text(Trim(m.content));
+        out += "<|eot_id|>";
       }
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
@@ -137,12 +148,16 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
       bool first_turn = true;
       for (size_t i = 0; i < rest.size(); ++i) {
         const ChatMessage& m = *rest[i];
-        std::string content = m.content;
-        if (i == 0 && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+        std::string turn = m.content;
+        if (i == 0 && has_system) turn = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + turn;
         if (m.role == "assistant") {
-          out += " " + Trim(content) + " </s>";
+          out += " ";
+          text(Trim(turn));
+          out += " </s>";
         } else {
-          out += (first_turn ? "" : "<s>") + std::string("[INST] ") + Trim(content) + " [/INST]";
+          out += (first_turn ? "" : "<s>") + std::string("[INST] ");
+          text(Trim(turn));
+          out += " [/INST]";
           first_turn = false;
         }
       }
@@ -152,11 +167,14 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
       auto [system, rest] = SplitSystem(messages, &has_system);
       for (size_t i = 0; i < rest.size(); ++i) {
         const ChatMessage& m = *rest[i];
-        std::string content = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
+        const std::string turn = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
         if (m.role == "assistant") {
-          out += content + "</s>";
+          text(turn);
+          out += "</s>";
         } else {
-          out += "[INST] " + content + " [/INST]";
+          out += "[INST] ";
+          text(turn);
+          out += " [/INST]";
         }
       }
       break;
@@ -164,17 +182,26 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
     case F::kMistralV7: {
       for (const ChatMessage& m : messages) {
         if (m.role == "system") {
-          out += "[SYSTEM_PROMPT]" + m.content + "[/SYSTEM_PROMPT]";
+          out += "[SYSTEM_PROMPT]";
+          text(m.content);
+          out += "[/SYSTEM_PROMPT]";
         } else if (m.role == "assistant") {
-          out += m.content + "</s>";
+          text(m.content);
+          out += "</s>";
         } else {
-          out += "[INST]" + m.content + "[/INST]";
+          out += "[INST]";
+          text(m.content);
+          out += "[/INST]";
         }
       }
       break;
     }
     case F::kPhi3: {
-      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      for (const ChatMessage& m : messages) {
+        out += "<|" + m.role + "|>\n";
+        text(m.content);
+        out += "<|end|>\n";
+      }
       if (add_generation_prompt) out += "<|assistant|>\n";
       break;
     }
@@ -184,8 +211,10 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
       for (size_t i = 0; i < rest.size(); ++i) {
         const ChatMessage& m = *rest[i];
         std::string role = m.role == "assistant" ? "model" : "user";
-        std::string content = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
-        out += "<start_of_turn>" + role + "\n" + Trim(content) + "<end_of_turn>\n";
+        const std::string turn = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
+        out += "<start_of_turn>" + role + "\n";
+        text(Trim(turn));
+        out += "<end_of_turn>\n";
       }
       if (add_generation_prompt) out += "<start_of_turn>model\n";
       break;
@@ -193,11 +222,16 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
     case F::kDeepseek: {
       for (const ChatMessage& m : messages) {
         if (m.role == "system") {
-          out += m.content + "\n\n";
+          text(m.content);
+          out += "\n\n";
         } else if (m.role == "assistant") {
-          out += "Assistant: " + m.content + "<｜end▁of▁sentence｜>";
+          out += "Assistant: ";
+          text(m.content);
+          out += "<｜end▁of▁sentence｜>";
         } else {
-          out += "User: " + m.content + "\n\n";
+          out += "User: ";
+          text(m.content);
+          out += "\n\n";
         }
       }
       if (add_generation_prompt) out += "Assistant:";
@@ -206,18 +240,25 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
     case F::kDeepseek3: {
       for (const ChatMessage& m : messages) {
         if (m.role == "system") {
-          out += m.content;
+          text(m.content);
         } else if (m.role == "assistant") {
-          out += "<｜Assistant｜>" + m.content + "<｜end▁of▁sentence｜>";
+          out += "<｜Assistant｜>";
+          text(m.content);
+          out += "<｜end▁of▁sentence｜>";
         } else {
-          out += "<｜User｜>" + m.content;
+          out += "<｜User｜>";
+          text(m.content);
         }
       }
       if (add_generation_prompt) out += "<｜Assistant｜>";
       break;
     }
     case F::kZephyr: {
-      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "</s>\n";
+      for (const ChatMessage& m : messages) {
+        out += "<|" + m.role + "|>\n";
+        text(m.content);
+        out += "</s>\n";
+      }
       if (add_generation_prompt) out += "<|assistant|>\n";
       break;
     }

@@ -11,6 +11,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -51,9 +52,12 @@ class ChatTemplate {
   ChatTemplateFamily family() const { return family_; }
   std::string_view name() const;
 
-  // Fails on an unknown role or an empty list.
-  StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
-                               bool add_generation_prompt = true) const;
+  // Fails on an unknown role or an empty list. `content`, when given, gets the
+  // byte ranges of the rendered text that came from the messages (their
+  // content, not the template's markup): they are tokenized with control
+  // tokens off, so a message cannot spoof a turn (EncodeOptions::literal_ranges).
+  StatusOr<std::string> Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
+                               std::vector<std::pair<size_t, size_t>>* content = nullptr) const;
 
  private:
   ChatTemplate(ChatTemplateFamily family, std::string default_system)

@@ -84,14 +84,21 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(Vocab vocab) {
 
 bool Tokenizer::IsLossless() const { return vocab_.kind() != VocabKind::kWpm; }
 
-std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text,
-                                                      bool parse_special) const {
+std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text, const EncodeOptions& options) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({false, TokenId(), 0, text.size()});
   std::vector<Fragment> next;
+  // Whether [begin, end) touches a literal range (where control tokens are text).
+  auto in_literal = [&](size_t begin, size_t end) {
+    for (const auto& [lo, hi] : options.literal_ranges) {
+      if (begin < hi && lo < end) return true;
+    }
+    return false;
+  };
   for (TokenId special : vocab_.special_tokens()) {
     const TokenData& data = vocab_.token(special);
-    if (!parse_special && data.type != TokenType::kUserDefined) continue;
+    const bool control = data.type != TokenType::kUserDefined;
+    if (!options.parse_special && control) continue;
     const std::string& needle = data.text;
     next.clear();
     bool changed = false;
@@ -101,12 +108,16 @@ std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text,
         continue;
       }
       size_t position = f.begin;
-      while (true) {
-        size_t found = text.substr(0, f.end).find(needle, position);
+      for (size_t from = position;;) {
+        size_t found = text.substr(0, f.end).find(needle, from);
         if (found == std::string_view::npos) break;
+        if (control && in_literal(found, found + needle.size())) {  // a message's text, not markup
+          from = found + 1;
+          continue;
+        }
         if (found > position) next.push_back({false, TokenId(), position, found});
         next.push_back({true, special, 0, 0});
-        position = found + needle.size();
+        position = from = found + needle.size();
         changed = true;
       }
       if (position < f.end) next.push_back({false, TokenId(), position, f.end});
@@ -126,7 +137,7 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, EncodeOptions opti
     out.push_back(*vocab_.bos());
   }
   bool previous_is_special = true;  // SentencePiece prefixes a space at the start and after specials
-  for (const Fragment& f : Partition(text, options.parse_special)) {
+  for (const Fragment& f : Partition(text, options)) {
     if (f.is_token) {
       out.push_back(f.token);
       previous_is_special = true;

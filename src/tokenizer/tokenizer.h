@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -30,6 +31,10 @@ class WpmEncoder;
 struct EncodeOptions {
   bool add_special = true;     // BOS/EOS (CLS/SEP for WordPiece) as the vocabulary asks
   bool parse_special = false;  // match control tokens such as <|eot_id|> in the text
+  // With parse_special: byte ranges [begin, end) of the text where control
+  // tokens are not matched (a chat message's content: its "<|im_end|>" is text).
+  // Sorted, not overlapping.
+  std::span<const std::pair<size_t, size_t>> literal_ranges;
 };
 
 struct DecodeOptions {
@@ -66,7 +71,7 @@ class Tokenizer {
     TokenId token;
     size_t begin, end;  // raw text bytes when !is_token
   };
-  std::vector<Fragment> Partition(std::string_view text, bool parse_special) const;
+  std::vector<Fragment> Partition(std::string_view text, const EncodeOptions& options) const;
 
   Vocab vocab_;
   std::unique_ptr<SpmEncoder> spm_;

@@ -174,9 +174,7 @@ std::string Tokenizer::TokenToPiece(TokenId id, bool special) const {
     case TokenType::kUnknown:
       return vocab_.kind() == VocabKind::kBpe ? t.text : "\xe2\x96\x85";  // U+2585, as llama.cpp
     case TokenType::kByte:
-      if (t.text.size() == 6 && t.text.rfind("<0x", 0) == 0) {
-        return std::string(1, static_cast<char>(std::stoi(t.text.substr(3, 2), nullptr, 16)));
-      }
+      if (std::optional<uint8_t> byte = ByteTokenValue(t.text)) return std::string(1, static_cast<char>(*byte));
       return t.text;
     case TokenType::kUserDefined:
       return vocab_.kind() == VocabKind::kBpe ? t.text : UnescapeSpaces(t.text);

@@ -238,3 +238,26 @@ TEST(TokenizerFixtureTest, ControlTokensInsideLiteralRangesAreText) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+// A byte token whose text is not <0xHH> is refused at load (it once threw from
+// std::stoi on the engine thread, at the first decode of that token).
+TEST(TokenizerLoadTest, AMalformedByteTokenIsALoadError) {
+  testing_util::VocabSpec spec = testing_util::SpmSpec({{"▁a", -1}});
+  spec.tokens[3 + 0x5A] = "<0xZZ>";
+  StatusOr<GgufFile> file = testing_util::WriteVocab(spec, "bad_byte");
+  ASSERT_TRUE(file.ok());
+  StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*file);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().message().find("tokenizer.ggml.tokens[93]: the byte token '<0xZZ>'"), std::string::npos)
+      << tok.status().message();
+  EXPECT_EQ(ByteTokenValue("<0x0A>"), std::optional<uint8_t>(10));
+  EXPECT_EQ(ByteTokenValue("<0xfF>"), std::optional<uint8_t>(255));
+  EXPECT_FALSE(ByteTokenValue("<0x1>").has_value());
+  EXPECT_FALSE(ByteTokenValue("<0x1G>").has_value());
+}
+
+}  // namespace
+}  // namespace tachyon

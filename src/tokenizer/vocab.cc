@@ -72,6 +72,17 @@ Status Vocab::ReadSpecialIds(const GgufFile& file) {
   return Status::Ok();
 }
 
+std::optional<uint8_t> ByteTokenValue(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return std::nullopt;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    value = value * 16 + digit;
+  }
+  return static_cast<uint8_t>(value);
+}
+
 StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
   Vocab v;
   StatusOr<std::string> model = file.GetString("tokenizer.ggml.model");
@@ -123,6 +134,10 @@ StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
     if (types) {
       int32_t type = (*types)[i];
       t.type = type >= 0 && type <= 6 ? static_cast<TokenType>(type) : TokenType::kNormal;
+    }
+    if (t.type == TokenType::kByte && t.text.rfind("<0x", 0) == 0 && !ByteTokenValue(t.text)) {
+      return InvalidArgumentError("tokenizer.ggml.tokens[" + std::to_string(i) + "]: the byte token '" + t.text +
+                                  "' is not <0xHH> with two hex digits");
     }
     v.text_to_id_[t.text] = TokenId(static_cast<int32_t>(i));
     v.max_token_bytes_ = std::max(v.max_token_bytes_, t.text.size());

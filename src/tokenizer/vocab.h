@@ -45,6 +45,9 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
 };
 
+// The byte a byte token spells ("<0x41>" -> 0x41), or nullopt when it is not <0xHH>.
+std::optional<uint8_t> ByteTokenValue(std::string_view text);
+
 class Vocab {
  public:
   static StatusOr<Vocab> FromGguf(const GgufFile& file);

@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-
 #include "embed/hash_embedder.h"
 
 namespace tachyon {
@@ -56,10 +54,8 @@ TEST(BoundedRegexTest, CatastrophicBacktrackingStopsAtItsLimit) {
   // (a+)+$ on a's then a b backtracks exponentially without a limit.
   auto r = Regex("(a+)+$");
   const std::string hostile = std::string(5000, 'a') + "b";
-  const auto start = std::chrono::steady_clock::now();
+  // Unbounded, this search takes ~2^5000 steps (the test would never end); bounded, it gives up: no match.
   EXPECT_FALSE(r->Search(hostile));
-  // Not a timing assertion on speed: a bound that only an unbounded search would pass.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_TRUE(r->Search("aaaa"));
 }
 

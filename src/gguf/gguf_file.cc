@@ -201,19 +201,22 @@ Status GgufParser::ReadArray(GgufArray* out, const std::string& what, int depth)
       *out = GgufArray(std::move(elements));
       return Status::Ok();
     }
+    // Strings and arrays grow as they are read, not by the claimed count: an element
+    // in memory is larger than its smallest encoding, so sizing by the count would let
+    // a file claim several times its own size (nested, once per level).
     case GgufValueType::kString: {
-      std::vector<std::string> elements(count);
+      std::vector<std::string> elements;
       for (uint64_t i = 0; i < count; ++i) {
-        RETURN_IF_ERROR(ReadString(&elements[i], what, std::numeric_limits<uint64_t>::max(),
+        RETURN_IF_ERROR(ReadString(&elements.emplace_back(), what, std::numeric_limits<uint64_t>::max(),
                                    static_cast<int64_t>(i)));
       }
       *out = GgufArray(std::move(elements));
       return Status::Ok();
     }
     case GgufValueType::kArray: {
-      std::vector<GgufArray> elements(count);
+      std::vector<GgufArray> elements;
       for (uint64_t i = 0; i < count; ++i) {
-        RETURN_IF_ERROR(ReadArray(&elements[i], what + "[" + std::to_string(i) + "]", depth + 1));
+        RETURN_IF_ERROR(ReadArray(&elements.emplace_back(), what + "[" + std::to_string(i) + "]", depth + 1));
       }
       *out = GgufArray(std::move(elements));
       return Status::Ok();

@@ -125,11 +125,16 @@ TEST(ModelTest, LongContextChunkedPrefillEqualsOneBatch) {
 }
 
 // Rewrites the tiny model with one tensor changed by `edit`.
+// `edit_metadata`, when given, may change a key's value.
 Status RewriteWith(const std::string& in, const std::string& out,
-                   const std::function<bool(GgufTensorInfo&)>& edit) {
+                   const std::function<bool(GgufTensorInfo&)>& edit,
+                   const std::function<void(GgufKeyValue&)>& edit_metadata = nullptr) {
   ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(in));
   GgufWriter writer;
-  for (const GgufKeyValue& kv : file.metadata()) writer.SetMetadata(kv.key, kv.value);
+  for (GgufKeyValue kv : file.metadata()) {
+    if (edit_metadata) edit_metadata(kv);
+    writer.SetMetadata(kv.key, kv.value);
+  }
   std::vector<GgufTensorInfo> tensors;
   for (GgufTensorInfo t : file.tensors()) {
     if (!edit(t)) continue;  // dropped
@@ -188,6 +193,31 @@ TEST(ModelTest, BrokenFilesFailToLoadWithClearErrors) {
       << partial.status().message();
   EXPECT_NE(partial.status().message().find("no blk.0.attn_k.bias"), std::string::npos);
   std::filesystem::remove(biased);
+
+  // Hostile sizes: more heads than embedding dimensions (head_dim 0 divided by zero), and
+  // 2^31 layers (one layer struct each was allocated before any tensor was looked up).
+  auto with_key = [&](const std::string& key, uint32_t value) {
+    return RewriteWith(good, bad, [](GgufTensorInfo&) { return true; }, [&](GgufKeyValue& kv) {
+      if (kv.key == key) kv.value = GgufValue(value);
+    });
+  };
+  ASSERT_TRUE(with_key("llama.attention.head_count", 512).ok());
+  StatusOr<std::unique_ptr<Model>> heads = Model::Load(bad);
+  ASSERT_FALSE(heads.ok());
+  EXPECT_NE(heads.status().message().find("512 attention heads do not fit in embedding_length 256"),
+            std::string::npos)
+      << heads.status().message();
+  ASSERT_TRUE(with_key("llama.attention.head_count", 1024).ok());
+  ASSERT_TRUE(with_key("llama.attention.head_count_kv", 1024).ok());
+  EXPECT_FALSE(Model::Load(bad).ok());
+  ASSERT_TRUE(with_key("llama.block_count", 1u << 31).ok());
+  StatusOr<std::unique_ptr<Model>> layers = Model::Load(bad);
+  ASSERT_FALSE(layers.ok());
+  EXPECT_NE(layers.status().message().find("block_count 2147483648 is more than the file's"),
+            std::string::npos)
+      << layers.status().message();
+  ASSERT_TRUE(with_key("llama.feed_forward_length", 1u << 31).ok());
+  EXPECT_FALSE(Model::Load(bad).ok());
 
   EXPECT_EQ(Model::Load("/nonexistent.gguf").status().code(), StatusCode::kNotFound);
   std::filesystem::remove(good);

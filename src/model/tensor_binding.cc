@@ -60,6 +60,16 @@ StatusOr<TransformerSizes> ReadTransformerSizes(const GgufFile& file, const std:
   RETURN_IF_ERROR(ReadSizeKey(file, a + "attention.head_count", &t.n_head));
   RETURN_IF_ERROR(ReadSizeKey(file, a + "feed_forward_length", &t.n_ff));
   RETURN_IF_ERROR(ReadSizeKey(file, a + "context_length", &t.context_length));
+  // Sizes are checked against each other and against the file before anything is sized
+  // by them: a head needs at least one dimension, and every layer has tensors of its own.
+  if (t.n_head > t.n_embd) {
+    return InvalidArgumentError(std::to_string(t.n_head) + " attention heads do not fit in embedding_length " +
+                                std::to_string(t.n_embd));
+  }
+  if (static_cast<uint64_t>(t.n_layer) > file.tensors().size()) {
+    return InvalidArgumentError(a + "block_count " + std::to_string(t.n_layer) + " is more than the file's " +
+                                std::to_string(file.tensors().size()) + " tensors");
+  }
   return t;
 }
 

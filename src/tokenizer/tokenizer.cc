@@ -1,5 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+#include <map>
+
 #include "tokenizer/bpe_encoder.h"
 #include "tokenizer/spm_encoder.h"
 #include "tokenizer/unicode.h"
@@ -56,7 +59,35 @@ std::string DecodeByteLevel(std::string_view text) {
 
 }  // namespace
 
-Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+  BuildSpecialTrie();
+  for (int32_t i = 0; i < vocab_.size(); ++i) {
+    max_token_bytes_ = std::max(max_token_bytes_, vocab_.token(TokenId(i)).text.size());
+  }
+}
+
+void Tokenizer::BuildSpecialTrie() {
+  special_trie_.assign(1, TrieNode{});
+  const std::vector<TokenId>& specials = vocab_.special_tokens();
+  for (size_t index = 0; index < specials.size(); ++index) {
+    int32_t node = 0;
+    for (char c : vocab_.token(specials[index]).text) {
+      const uint8_t byte = static_cast<uint8_t>(c);
+      auto& children = special_trie_[node].children;
+      auto it = std::lower_bound(children.begin(), children.end(), byte,
+                                 [](const std::pair<uint8_t, int32_t>& child, uint8_t b) { return child.first < b; });
+      if (it != children.end() && it->first == byte) {
+        node = it->second;
+      } else {
+        const int32_t next = static_cast<int32_t>(special_trie_.size());
+        children.insert(it, {byte, next});
+        special_trie_.emplace_back();
+        node = next;
+      }
+    }
+    special_trie_[node].specials.push_back(static_cast<int32_t>(index));
+  }
+}
 Tokenizer::~Tokenizer() = default;
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
@@ -84,46 +115,60 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(Vocab vocab) {
 
 bool Tokenizer::IsLossless() const { return vocab_.kind() != VocabKind::kWpm; }
 
+// Splits the text into special tokens and the text between them. Specials are taken in
+// priority order (vocab_.special_tokens(): longest first), each left to right, where no
+// earlier one was taken; control tokens inside a literal range are text. All candidate
+// matches come from one trie walk per position, so the cost is linear in the text
+// (times the longest special), not #specials x #fragments.
 std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text, const EncodeOptions& options) const {
-  std::vector<Fragment> fragments;
-  if (!text.empty()) fragments.push_back({false, TokenId(), 0, text.size()});
-  std::vector<Fragment> next;
-  // Whether [begin, end) touches a literal range (where control tokens are text).
+  const std::vector<TokenId>& specials = vocab_.special_tokens();
+  const auto& literal = options.literal_ranges;
+  // Whether [begin, end) touches a literal range (sorted, disjoint): the first range
+  // ending after `begin` is the only one that can.
   auto in_literal = [&](size_t begin, size_t end) {
-    for (const auto& [lo, hi] : options.literal_ranges) {
-      if (begin < hi && lo < end) return true;
-    }
-    return false;
+    auto it = std::upper_bound(literal.begin(), literal.end(), begin,
+                               [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+    return it != literal.end() && it->first < end;
   };
-  for (TokenId special : vocab_.special_tokens()) {
-    const TokenData& data = vocab_.token(special);
-    const bool control = data.type != TokenType::kUserDefined;
-    if (!options.parse_special && control) continue;
-    const std::string& needle = data.text;
-    next.clear();
-    bool changed = false;
-    for (const Fragment& f : fragments) {
-      if (f.is_token) {
-        next.push_back(f);
-        continue;
+  struct Candidate {
+    int32_t priority;
+    size_t begin, end;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t pos = 0; pos < text.size() && special_trie_.size() > 1; ++pos) {
+    int32_t node = 0;
+    for (size_t p = pos; p < text.size(); ++p) {
+      const auto& children = special_trie_[node].children;
+      const uint8_t byte = static_cast<uint8_t>(text[p]);
+      auto it = std::lower_bound(children.begin(), children.end(), byte,
+                                 [](const std::pair<uint8_t, int32_t>& child, uint8_t b) { return child.first < b; });
+      if (it == children.end() || it->first != byte) break;
+      node = it->second;
+      for (int32_t index : special_trie_[node].specials) {
+        const bool control = vocab_.token(specials[index]).type != TokenType::kUserDefined;
+        if (control && (!options.parse_special || in_literal(pos, p + 1))) continue;  // text, not markup
+        candidates.push_back({index, pos, p + 1});
       }
-      size_t position = f.begin;
-      for (size_t from = position;;) {
-        size_t found = text.substr(0, f.end).find(needle, from);
-        if (found == std::string_view::npos) break;
-        if (control && in_literal(found, found + needle.size())) {  // a message's text, not markup
-          from = found + 1;
-          continue;
-        }
-        if (found > position) next.push_back({false, TokenId(), position, found});
-        next.push_back({true, special, 0, 0});
-        position = from = found + needle.size();
-        changed = true;
-      }
-      if (position < f.end) next.push_back({false, TokenId(), position, f.end});
     }
-    if (changed) fragments.swap(next);
   }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.priority != b.priority ? a.priority < b.priority : a.begin < b.begin;
+  });
+  std::map<size_t, std::pair<size_t, TokenId>> taken;  // begin -> (end, token)
+  for (const Candidate& c : candidates) {
+    auto next = taken.lower_bound(c.begin);
+    if (next != taken.end() && next->first < c.end) continue;
+    if (next != taken.begin() && std::prev(next)->second.first > c.begin) continue;
+    taken.emplace_hint(next, c.begin, std::make_pair(c.end, specials[c.priority]));
+  }
+  std::vector<Fragment> fragments;
+  size_t position = 0;
+  for (const auto& [begin, token] : taken) {
+    if (begin > position) fragments.push_back({false, TokenId(), position, begin});
+    fragments.push_back({true, token.second, 0, 0});
+    position = token.first;
+  }
+  if (position < text.size()) fragments.push_back({false, TokenId(), position, text.size()});
   return fragments;
 }
 

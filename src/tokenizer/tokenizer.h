@@ -63,6 +63,10 @@ class Tokenizer {
   // spelling of a space); not WordPiece, which lower-cases and normalizes.
   bool IsLossless() const;
 
+  // The most bytes of text one token stands for: a text of n bytes encodes to at
+  // least n / max_token_bytes() tokens, so a length check can come before encoding.
+  size_t max_token_bytes() const { return max_token_bytes_; }
+
  private:
   explicit Tokenizer(Vocab vocab);
 
@@ -73,7 +77,17 @@ class Tokenizer {
   };
   std::vector<Fragment> Partition(std::string_view text, const EncodeOptions& options) const;
 
+  // The special tokens' texts as a byte trie, so that finding them all costs one walk
+  // per text position (bounded by the longest special) whatever their number.
+  struct TrieNode {
+    std::vector<std::pair<uint8_t, int32_t>> children;  // sorted by byte
+    std::vector<int32_t> specials;                       // indices into vocab_.special_tokens()
+  };
+  void BuildSpecialTrie();
+
   Vocab vocab_;
+  std::vector<TrieNode> special_trie_;
+  size_t max_token_bytes_ = 1;
   std::unique_ptr<SpmEncoder> spm_;
   std::unique_ptr<BpeEncoder> bpe_;
   std::unique_ptr<WpmEncoder> wpm_;

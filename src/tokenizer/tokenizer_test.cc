@@ -73,6 +73,21 @@ TEST(BpeTest, UserDefinedTokensAlwaysMatchControlOnlyWhenParsingSpecial) {
   EXPECT_EQ(tok->Decode(tok->Encode("x<tool>y")), "x<tool>y");
 }
 
+// Overlapping specials: the longer is taken first wherever it occurs, then the shorter
+// where it still fits, each left to right (llama.cpp's order).
+TEST(BpeTest, OverlappingSpecialsLongestFirstThenLeftToRight) {
+  testing_util::VocabSpec spec = BpeSpec({"ab", "bcd", "<x>", "<x>>"}, {});
+  for (int i = 256; i < 260; ++i) spec.types[i] = 4;  // user-defined
+  auto tok = MakeTokenizer(spec, "bpe_overlap");
+  ASSERT_NE(tok, nullptr);
+  const int32_t ab = 256, bcd = 257, x = 258, xx = 259;
+  EXPECT_EQ(Values(tok->Encode("abcd", {.add_special = false})), (std::vector<int32_t>{'a', bcd}));
+  EXPECT_EQ(Values(tok->Encode("abab", {.add_special = false})), (std::vector<int32_t>{ab, ab}));
+  EXPECT_EQ(Values(tok->Encode("ab<x>><x>bcd", {.add_special = false})),
+            (std::vector<int32_t>{ab, xx, x, bcd}));
+  EXPECT_EQ(Values(tok->Encode("<x<x>", {.add_special = false})), (std::vector<int32_t>{'<', 'x', x}));
+}
+
 TEST(VocabTest, ClearErrorsForBadMetadata) {
   auto load = [](testing_util::VocabSpec spec, const std::string& name) {
     StatusOr<GgufFile> file = testing_util::WriteVocab(spec, name);
@@ -241,6 +256,33 @@ TEST(TokenizerFixtureTest, ControlTokensInsideLiteralRangesAreText) {
 
 namespace tachyon {
 namespace {
+
+// 100,000 messages, each with control-token text in its content: markup parses, content
+// stays text. (Checking each match against every literal range made this quadratic.)
+TEST(TokenizerFixtureTest, ManyLiteralRangesStayLinear) {
+  std::string path = SharedVocab("llama-bpe");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  StatusOr<GgufFile> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = std::move(Tokenizer::FromGguf(*file)).value();
+  const std::string markup = "<|start_header_id|>user<|end_header_id|>\n\n", content = "a<|eot_id|>";
+  std::string text;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  constexpr int kMessages = 100000;
+  for (int i = 0; i < kMessages; ++i) {
+    text += markup;
+    ranges.emplace_back(text.size(), text.size() + content.size());
+    text += content;
+    text += "<|eot_id|>";
+  }
+  const std::vector<TokenId> ids =
+      tok->Encode(text, {.add_special = false, .parse_special = true, .literal_ranges = ranges});
+  const TokenId eot = *tok->vocab().Find("<|eot_id|>");
+  const TokenId header = *tok->vocab().Find("<|start_header_id|>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), eot), kMessages);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), header), kMessages);
+  EXPECT_GT(tok->max_token_bytes(), 10u);
+}
 
 // A byte token whose text is not <0xHH> is refused at load (it once threw from
 // std::stoi on the engine thread, at the first decode of that token).

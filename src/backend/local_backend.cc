@@ -207,6 +207,27 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
   if (r.has_non_text_parts) {
     return refuse(Invalid("this model reads text only; the message has other content parts", "messages"));
   }
+  // Cheap bounds before any rendering or encoding: n bytes of text are at least
+  // n / max_token_bytes tokens, and every message renders to at least one token.
+  const uint64_t max_text_bytes = static_cast<uint64_t>(max_model_len_) * tokenizer_->max_token_bytes();
+  uint64_t text_bytes = 0;
+  if (chat) {
+    if (r.messages.size() > static_cast<uint64_t>(max_model_len_)) {
+      return refuse(Invalid(std::to_string(r.messages.size()) + " messages cannot fit in this server's maximum "
+                                "model length of " + std::to_string(max_model_len_) + " tokens",
+                            "messages", "context_length_exceeded"));
+    }
+    for (const ChatMessage& m : r.messages) text_bytes += m.content.size();
+  } else if (!r.prompt_is_ids) {
+    text_bytes = r.prompt.size();
+  }
+  if (text_bytes > max_text_bytes) {
+    return refuse(Invalid("the prompt has " + std::to_string(text_bytes) + " bytes of text, more than fit in this "
+                              "server's maximum model length of " + std::to_string(max_model_len_) +
+                              " tokens (a token here stands for at most " +
+                              std::to_string(tokenizer_->max_token_bytes()) + " bytes)",
+                          chat ? "messages" : "prompt", "context_length_exceeded"));
+  }
   std::vector<TokenId> prompt;
   if (chat) {
     if (!chat_template_) {

@@ -99,6 +99,34 @@ TEST_F(LocalBackendTest, RefusalsAreRejectionsWithOpenAiErrors) {
   EXPECT_NE(ids->result.body.find("outside the vocabulary"), std::string::npos);
 }
 
+// Prompts that cannot fit are refused by their size before they are rendered or
+// encoded: an 8 MB single word, 100,000 tiny chat messages.
+TEST_F(LocalBackendTest, OversizedPromptsAreRefusedBeforeEncoding) {
+  auto backend = Make({.max_model_len = 64});
+  ASSERT_NE(backend, nullptr);
+  auto word = std::make_shared<Collector>();
+  const std::string body = R"({"prompt":")" + std::string(8 << 20, 'a') + R"(","max_tokens":1})";
+  backend->Start(Completion(body), word);
+  ASSERT_TRUE(word->done) << "refused before Start returns";
+  EXPECT_EQ(word->result.error_kind, "context_length_exceeded");
+  EXPECT_NE(word->result.body.find("bytes of text, more than fit"), std::string::npos) << word->result.body;
+
+  nlohmann::json chat = {{"messages", nlohmann::json::array()}, {"max_tokens", 1}};
+  for (int i = 0; i < 100000; ++i) chat["messages"].push_back({{"role", "user"}, {"content", "x"}});
+  auto parsed = ParseCompletionRequest(chat.dump(), Endpoint::kChatCompletions);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed));
+  auto many = std::make_shared<Collector>();
+  backend->Start(BackendRequest{.request = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(parsed)),
+                                .id = "chatcmpl-1",
+                                .created = 1,
+                                .model_name = "tiny",
+                                .arrival = std::chrono::steady_clock::now()},
+                 many);
+  ASSERT_TRUE(many->done);
+  EXPECT_EQ(many->result.error_kind, "context_length_exceeded");
+  EXPECT_NE(many->result.body.find("100000 messages cannot fit"), std::string::npos) << many->result.body;
+}
+
 TEST_F(LocalBackendTest, CancelFreesTheSequenceAndATimeoutMidStreamIsBroken) {
   auto backend = Make({.request_timeout_seconds = 0.3});
   ASSERT_NE(backend, nullptr);

@@ -36,6 +36,9 @@ constexpr auto kLagProbePeriod = std::chrono::milliseconds(10);
 constexpr size_t kMaxErrorBody = 4096;
 // An event (or a line) longer than this is not an OpenAI chunk; the rest of the stream is dropped.
 constexpr size_t kMaxEventBytes = 16 << 20;
+// Content chunks a stream may have: a token is at most one chunk, so more than this
+// many for the request's max_tokens is a server that does not stop (memory stays bounded).
+int64_t MaxContentChunks(int64_t max_tokens) { return std::max<int64_t>(4096, 4 * max_tokens); }
 
 std::string ErrorKind(const Status& s, bool got_head) {
   switch (s.code()) {
@@ -81,6 +84,13 @@ struct InFlight {
       usage_completion = chunk.completion_tokens;
     }
     if (chunk.text.empty()) return;
+    if (content_chunks >= MaxContentChunks(record.max_tokens)) {
+      oversized = true;
+      record.error_kind = "oversized_stream";
+      record.error_message = "more than " + std::to_string(MaxContentChunks(record.max_tokens)) +
+                             " content chunks for max_tokens " + std::to_string(record.max_tokens);
+      return;
+    }
     record.chunk_seconds.push_back(Since(sent, now));
     reply.append(chunk.text);
     ++content_chunks;
@@ -278,50 +288,64 @@ class Runner {
     const std::string user_text = turn.text;
     const int64_t id = next_id_++;
     in_flight_requests_[id] = f;
+    // The turn's end, once: from the client's on_done, or at once when the answer turns
+    // out oversized (the exchange is then cancelled: a server that never stops sending
+    // costs neither memory nor the rest of the timeout).
+    auto finish = [this, alive = alive_, f, id, shared_session, expected_prompt, user_text](const Status& s) {
+      if (!*alive || finished_ || !in_flight_requests_.erase(id)) return;
+      const Clock::time_point end = Clock::now();
+      f->Finish(s, end, expected_prompt);
+      last_end_ = end;
+      OnTurnDone(*f, *shared_session, user_text);
+    };
     f->sent = Clock::now();
     if (!first_send_set_) {
       first_send_ = f->sent;
       first_send_set_ = true;
     }
     f->record.start_seconds = Since(start_, f->sent);
-    client_.Send(std::move(request),
-                 {.on_head =
-                      [f](const HttpResponseHead& head) {
-                        f->status = head.status;
-                        auto type = head.headers.find("content-type");
-                        if (type != head.headers.end()) f->content_type = type->second;
-                      },
-                  .on_data =
-                      [f](std::string_view data) {
-                        f->now = Clock::now();
-                        if (f->status == 200 && !f->stream) {
-                          if (f->whole.size() + data.size() > kMaxEventBytes) {
-                            f->oversized = true;
-                            f->record.error_kind = "oversized_body";
-                            f->record.error_message = "an answer of more than 16 MiB";
-                          } else if (!f->oversized) {
-                            f->whole.append(data);
-                          }
-                        } else if (f->status == 200 && !f->oversized) {
-                          f->parser->Feed(data);
-                          if (f->parser->pending_bytes() > kMaxEventBytes) {
-                            f->oversized = true;  // memory stays bounded whatever the server sends
-                            f->record.error_kind = "oversized_event";
-                            f->record.error_message = "an event of more than 16 MiB without an end";
-                          }
-                        } else if (f->error_body.size() < kMaxErrorBody) {
-                          f->error_body.append(data.substr(0, kMaxErrorBody - f->error_body.size()));
-                        }
-                      },
-                  .on_done = [this, alive = alive_, f, id, shared_session, expected_prompt,
-                              user_text](const Status& s) {
-                    if (!*alive || finished_) return;
-                    in_flight_requests_.erase(id);
-                    const Clock::time_point end = Clock::now();
-                    f->Finish(s, end, expected_prompt);
-                    last_end_ = end;
-                    OnTurnDone(*f, *shared_session, user_text);
-                  }});
+    // Callbacks run on the loop, after Send returns: the id is in place before any of them.
+    exchanges_[id] = client_.Send(
+        std::move(request),
+        {.on_head =
+             [f](const HttpResponseHead& head) {
+               f->status = head.status;
+               auto type = head.headers.find("content-type");
+               if (type != head.headers.end()) f->content_type = type->second;
+             },
+         .on_data =
+             [this, f, id, finish](std::string_view data) {
+               f->now = Clock::now();
+               const bool was_oversized = f->oversized;
+               if (f->status == 200 && !f->stream) {
+                 if (f->whole.size() + data.size() > kMaxEventBytes) {
+                   f->oversized = true;
+                   f->record.error_kind = "oversized_body";
+                   f->record.error_message = "an answer of more than 16 MiB";
+                 } else if (!f->oversized) {
+                   f->whole.append(data);
+                 }
+               } else if (f->status == 200 && !f->oversized) {
+                 f->parser->Feed(data);
+                 if (f->parser->pending_bytes() > kMaxEventBytes) {
+                   f->oversized = true;  // memory stays bounded whatever the server sends
+                   f->record.error_kind = "oversized_event";
+                   f->record.error_message = "an event of more than 16 MiB without an end";
+                 }
+               } else if (f->error_body.size() < kMaxErrorBody) {
+                 f->error_body.append(data.substr(0, kMaxErrorBody - f->error_body.size()));
+               }
+               if (f->oversized && !was_oversized) {
+                 client_.Cancel(exchanges_[id]);
+                 exchanges_.erase(id);
+                 client_.Post([finish] { finish(Status::Ok()); });
+               }
+             },
+         .on_done =
+             [this, id, finish](const Status& s) {
+               exchanges_.erase(id);
+               finish(s);
+             }});
   }
 
   void OnTurnDone(InFlight& f, Session& session, const std::string& user_text) {
@@ -384,6 +408,7 @@ class Runner {
   std::deque<Session> ready_;
   std::map<int64_t, std::shared_ptr<InFlight>> in_flight_requests_;  // sent, not yet ended
   int64_t next_id_ = 0;
+  std::map<int64_t, uint64_t> exchanges_;  // request id -> the client's exchange id, while it runs
   BenchRun run_;
   Clock::time_point start_, first_send_, last_end_;
   bool first_send_set_ = false;

@@ -21,7 +21,9 @@ namespace {
 class BenchRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = HttpServer::Start({.port = 0}, [this](const HttpRequest& r, std::shared_ptr<ResponseWriter> w) {
+    // A server that buffers whatever its handler writes (the "huge" answer is 17 MB).
+    auto server = HttpServer::Start({.port = 0, .max_unsent_bytes = int64_t{1} << 30},
+                                    [this](const HttpRequest& r, std::shared_ptr<ResponseWriter> w) {
       Handle(r, std::move(w));
     });
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -54,6 +56,14 @@ class BenchRunnerTest : public ::testing::Test {
     w->StartStream(200, "text/event-stream");
     std::lock_guard<std::mutex> lock(mutex_);
     threads_.emplace_back([w, n, mode, chat] {
+      if (mode == "endless") {  // small events that never stop (until the client goes)
+        for (int i = 0; i < 2000000 && !w->closed(); ++i) {
+          w->Write("data: {\"choices\":[{\"index\":0,\"text\":\"x\"}]}\n\n");
+          if (i % 256 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        w->End();
+        return;
+      }
       if (mode == "huge") {  // one event that never ends
         w->Write("data: ");
         for (int mb = 0; mb < 17; ++mb) w->Write(std::string(1 << 20, 'x'));
@@ -181,6 +191,11 @@ TEST_F(BenchRunnerTest, FailuresAreCountedByKindWithTheServersMessage) {
   }
   BenchRun huge = RunBench(*w, Options(R"({"mode":"huge"})"));
   for (const RequestRecord& r : huge.records) EXPECT_EQ(r.error_kind, "oversized_event");
+  BenchRun endless = RunBench(*w, Options(R"({"mode":"endless"})"));
+  for (const RequestRecord& r : endless.records) {
+    EXPECT_EQ(r.error_kind, "oversized_stream") << r.error_message;
+    EXPECT_LE(r.chunk_seconds.size(), 4096u) << "memory bounded: no more than the cap is recorded";
+  }
   BenchRun json = RunBench(*w, Options(R"({"mode":"json"})"));
   for (const RequestRecord& r : json.records) {
     EXPECT_EQ(r.error_kind, "not_streamed");

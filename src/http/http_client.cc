@@ -15,8 +15,11 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/asio/ssl.hpp>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -82,7 +85,7 @@ Status NetworkError(const std::string& what, const HttpClientRequest& r, const b
 }
 
 // A reused connection that the server closed while it sat idle fails like this
-// before any byte of the response; the request is then safe to send again.
+// before any byte of the response; an idempotent request is then sent again.
 bool IsStaleConnection(const boost::system::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
          ec == asio::error::broken_pipe;
@@ -93,6 +96,22 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 beast::tcp_stream& Tcp(beast::tcp_stream& s) { return s; }
 beast::tcp_stream& Tcp(TlsStream& s) { return beast::get_lowest_layer(s); }
+
+// Whether an idle pooled connection may carry the next request: readable means the
+// server closed it (end of stream) or sent bytes nobody asked for (the connection is
+// out of step); either way it is dropped, not reused.
+bool StillIdle(beast::tcp_stream& s) {
+  char byte;
+  const ssize_t n = ::recv(s.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+// Requests that may be sent twice without harm (RFC 9110 9.2.2): only these are sent
+// again when a reused connection turns out stale; a POST is not (the server may have
+// acted on it before it closed).
+bool Idempotent(const std::string& method) {
+  return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" || method == "OPTIONS";
+}
 
 }  // namespace
 
@@ -250,6 +269,9 @@ struct HttpClient::Impl {
       }
     }
     cb.on_done(Status::Ok());
+    // Bytes past the response's end: whatever they are, the next response would not
+    // start where the parser expects it. Not pooled.
+    if (buffer.size() > 0) co_return Outcome::kClose;
     co_return parser.get().keep_alive() ? Outcome::kKeep : Outcome::kClose;
   }
 
@@ -305,6 +327,7 @@ struct HttpClient::Impl {
     message.keep_alive(true);
     message.prepare_payload();
 
+    const bool may_retry = Idempotent(r.method);
     for (int attempt = 0;; ++attempt) {
       // The pools are looked up again after each co_await: other exchanges may insert keys meanwhile.
       Outcome outcome;
@@ -316,10 +339,13 @@ struct HttpClient::Impl {
         }
         std::unique_ptr<TlsStream> stream;
         bool reused = false;
-        if (auto& pool = idle_tls[key]; !pool.empty()) {
+        for (auto& pool = idle_tls[key]; !pool.empty() && !reused;) {
           stream = std::move(pool.back());
           pool.pop_back();
-          reused = true;
+          reused = StillIdle(Tcp(*stream));
+          if (!reused) stream.reset();
+        }
+        if (reused) {
           ++stats.connections_reused;
         } else {
           stream = std::make_unique<TlsStream>(io, ssl_context);
@@ -348,7 +374,7 @@ struct HttpClient::Impl {
           }
         }
         state.tcp = &Tcp(*stream);
-        outcome = co_await Transfer(*stream, message, r, cb, reused && attempt == 0, deadline);
+        outcome = co_await Transfer(*stream, message, r, cb, may_retry && reused && attempt == 0, deadline);
         state.tcp = nullptr;
         if (state.cancelled) outcome = Outcome::kClose;
         if (auto& pool = idle_tls[key]; outcome == Outcome::kKeep && pool.size() < options.max_idle_per_host) {
@@ -358,10 +384,13 @@ struct HttpClient::Impl {
       } else {
         std::optional<beast::tcp_stream> stream;
         bool reused = false;
-        if (auto& pool = idle[key]; !pool.empty()) {
+        for (auto& pool = idle[key]; !pool.empty() && !reused;) {
           stream.emplace(std::move(pool.back()));
           pool.pop_back();
-          reused = true;
+          reused = StillIdle(*stream);
+          if (!reused) stream.reset();
+        }
+        if (reused) {
           ++stats.connections_reused;
         } else {
           stream.emplace(io);
@@ -375,7 +404,7 @@ struct HttpClient::Impl {
           if (state.cancelled) co_return;
         }
         state.tcp = &*stream;
-        outcome = co_await Transfer(*stream, message, r, cb, reused && attempt == 0, deadline);
+        outcome = co_await Transfer(*stream, message, r, cb, may_retry && reused && attempt == 0, deadline);
         state.tcp = nullptr;
         if (state.cancelled) outcome = Outcome::kClose;
         if (auto& pool = idle[key]; outcome == Outcome::kKeep && pool.size() < options.max_idle_per_host) {

@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <functional>
 #include <thread>
 
 #include "http/http_server.h"
@@ -143,6 +145,155 @@ TEST_F(HttpClientTest, TimeoutIsReportedAsOutOfRange) {
   EXPECT_EQ(e.done.code(), StatusCode::kOutOfRange) << e.done.ToString();
   EXPECT_NE(e.done.message().find("within 0.2"), std::string::npos) << e.done.message();
   EXPECT_EQ(e.done_calls, 1);
+}
+
+// A raw loopback server that runs `script` on each accepted connection (its index and
+// descriptor), one thread per connection: for servers that misbehave on purpose.
+class ScriptedServer {
+ public:
+  using Script = std::function<void(int connection, int fd)>;
+  explicit ScriptedServer(Script script) : script_(std::move(script)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(listen_fd_, 16);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] {
+      for (int i = 0;; ++i) {
+        const int fd = ::accept(listen_fd_, nullptr, nullptr);
+        if (fd < 0) return;
+        connections_.emplace_back([this, i, fd] {
+          script_(i, fd);
+          ::close(fd);
+        });
+      }
+    });
+  }
+  ~ScriptedServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    ::close(listen_fd_);
+    acceptor_.join();
+    for (auto& t : connections_) t.join();
+  }
+  int port() const { return port_; }
+
+  // Reads one request (headers, then a Content-Length body); false if the client closed.
+  static bool ReadRequest(int fd) {
+    std::string in;
+    char buf[4096];
+    size_t end;
+    while ((end = in.find("\r\n\r\n")) == std::string::npos) {
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) return false;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    size_t length = 0;
+    const size_t cl = in.find("Content-Length: ");
+    if (cl != std::string::npos) length = std::stoul(in.substr(cl + 16));
+    while (in.size() < end + 4 + length) {
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) return false;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+  static void Send(int fd, const std::string& body) {
+    const std::string out = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+  }
+
+ private:
+  Script script_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::vector<std::thread> connections_;
+};
+
+// Two requests, the second sent from the first's completion after `gap`.
+std::pair<Exchange, Exchange> TwoInARow(int port, const std::string& method, std::chrono::milliseconds gap) {
+  HttpClient client;
+  std::pair<Exchange, Exchange> e;
+  HttpClientRequest request{.method = method, .host = "127.0.0.1", .port = port, .target = "/", .timeout_seconds = 5};
+  if (method == "POST") request.body = "{}";
+  HttpStreamCallbacks first = Collect(&e.first);
+  auto done = first.on_done;
+  first.on_done = [&, done](const Status& s) {
+    done(s);
+    client.RunAt(std::chrono::steady_clock::now() + gap, [&] { client.Send(request, Collect(&e.second)); });
+  };
+  client.Send(request, first);
+  client.Run();
+  return e;
+}
+
+// A server that sends an answer nobody asked for on an idle connection: reusing it
+// would read that answer as the next request's. The pooled connection is dropped.
+TEST(HttpClientHostileTest, AConnectionOutOfStepIsNotReused) {
+  ScriptedServer server([](int connection, int fd) {
+    if (!ScriptedServer::ReadRequest(fd)) return;
+    if (connection == 0) {
+      ScriptedServer::Send(fd, "first");
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ScriptedServer::Send(fd, "stale");  // unasked
+      while (ScriptedServer::ReadRequest(fd)) ScriptedServer::Send(fd, "wrong");
+    } else {
+      ScriptedServer::Send(fd, "fresh");
+    }
+  });
+  auto [a, b] = TwoInARow(server.port(), "GET", std::chrono::milliseconds(150));
+  EXPECT_EQ(a.body, "first");
+  EXPECT_TRUE(b.done.ok()) << b.done.ToString();
+  EXPECT_EQ(b.body, "fresh");
+  // Bytes after the answer in the same read: not pooled either.
+  ScriptedServer glued([](int connection, int fd) {
+    if (!ScriptedServer::ReadRequest(fd)) return;
+    if (connection == 0) {
+      const std::string two = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirstHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale";
+      ::send(fd, two.data(), two.size(), MSG_NOSIGNAL);
+      while (ScriptedServer::ReadRequest(fd)) ScriptedServer::Send(fd, "wrong");
+    } else {
+      ScriptedServer::Send(fd, "fresh");
+    }
+  });
+  auto [c, d] = TwoInARow(glued.port(), "GET", std::chrono::milliseconds(0));
+  EXPECT_EQ(c.body, "first");
+  EXPECT_EQ(d.body, "fresh");
+}
+
+// A server that reads the second request on a kept-alive connection, then closes
+// without answering: a POST is not sent again (the server may have acted on it), a GET is.
+TEST(HttpClientHostileTest, AStaleConnectionDoesNotResendAPost) {
+  std::atomic<int> requests{0};
+  auto script = [&](int connection, int fd) {
+    if (!ScriptedServer::ReadRequest(fd)) return;
+    ++requests;
+    if (connection == 0) {
+      ScriptedServer::Send(fd, "one");
+      if (ScriptedServer::ReadRequest(fd)) ++requests;  // then closes, unanswered
+    } else {
+      ScriptedServer::Send(fd, "again");
+    }
+  };
+  {
+    ScriptedServer server(script);
+    auto [a, b] = TwoInARow(server.port(), "POST", std::chrono::milliseconds(0));
+    EXPECT_EQ(a.body, "one");
+    EXPECT_FALSE(b.done.ok()) << "the POST's failure is reported, not hidden by a second send";
+    EXPECT_EQ(requests.load(), 2) << "the server saw the POST once";
+  }
+  requests = 0;
+  {
+    ScriptedServer server(script);
+    auto [a, b] = TwoInARow(server.port(), "GET", std::chrono::milliseconds(0));
+    EXPECT_TRUE(b.done.ok()) << b.done.ToString();
+    EXPECT_EQ(b.body, "again");
+    EXPECT_EQ(requests.load(), 3);
+  }
 }
 
 TEST(HttpClientErrorTest, RefusedConnectionIsUnavailable) {

@@ -27,6 +27,9 @@ struct BackendRequest {
   int64_t created = 0;     // unix seconds, for the response objects
   std::string model_name;  // the model name responses carry: what the client asked for
   std::chrono::steady_clock::time_point arrival;  // when the server read the request
+  // True while the client is behind on what was already sent: a backend that can
+  // pause its stream does until it is false again (backpressure). May be empty.
+  std::function<bool()> output_blocked;
 };
 
 // One event of a streamed answer.

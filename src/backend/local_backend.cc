@@ -282,6 +282,8 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
     engine_request.deadline = request.arrival + std::chrono::microseconds(
                                                     static_cast<int64_t>(options_.request_timeout_seconds * 1e6));
   }
+  // A stream pauses while its client is behind (the sequence keeps its blocks).
+  EngineLoop::BlockedFn blocked = r.stream ? request.output_blocked : nullptr;
   job->request = std::move(request);
   EngineLoop* loop = loop_.get();
   const Tokenizer* tokenizer = tokenizer_.get();
@@ -357,7 +359,7 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
                                    want_logprobs ? &job->logprobs : nullptr);
     }
     job->sink->OnDone(std::move(result));
-  });
+  }, std::move(blocked));
   return [loop, job] {
     job->done = true;
     loop->Cancel(job->seq);

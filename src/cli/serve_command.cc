@@ -47,6 +47,10 @@ struct ServeFlags {
   bool no_prefix_caching = false;
   std::string kv_cache_dtype = "f16";
   size_t max_body_bytes = 8 << 20;
+  int max_connections = 4096;
+  double read_timeout = 30;
+  double write_timeout = 30;
+  int64_t max_unsent_bytes = 4 << 20;
   int max_queue = 256;
   double request_timeout = 0;
   double grace_seconds = 10;
@@ -192,7 +196,18 @@ int Run(const ServeFlags& flags) {
 
   MetricsRegistry metrics;
   GatewayHolder holder;
-  HttpServerOptions http{.host = flags.host, .port = flags.port, .max_body_bytes = flags.max_body_bytes,
+  if (flags.max_connections < 1) return Fail("--max-connections must be at least 1");
+  if (!(flags.read_timeout > 0) || !(flags.write_timeout > 0)) {
+    return Fail("--read-timeout and --write-timeout must be positive seconds");
+  }
+  if (flags.max_unsent_bytes < 4096) return Fail("--max-unsent-bytes must be at least 4096");
+  HttpServerOptions http{.host = flags.host,
+                         .port = flags.port,
+                         .max_body_bytes = flags.max_body_bytes,
+                         .read_timeout_seconds = flags.read_timeout,
+                         .write_timeout_seconds = flags.write_timeout,
+                         .max_unsent_bytes = flags.max_unsent_bytes,
+                         .max_connections = flags.max_connections,
                          .num_io_threads = flags.io_threads};
   StatusOr<std::optional<std::string>> api_key = ApiKeyOf(flags);
   if (!api_key.ok()) return Fail(api_key.status().message());
@@ -200,7 +215,8 @@ int Run(const ServeFlags& flags) {
                                      .origins = {.allowed_origins = flags.allowed_origins,
                                                  .allowed_hosts = flags.allowed_hosts},
                                      .admin_key = flags.admin_key,
-                                     .access_log = !flags.no_access_log};
+                                     .access_log = !flags.no_access_log,
+                                     .pause_unsent_bytes = flags.max_unsent_bytes / 4};
   int workers = flags.workers;
   std::optional<GatewayConfig> config;
   if (!flags.config.empty()) {
@@ -337,6 +353,19 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str());
   flags->body_option =
       cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
+  cmd->add_option("--max-connections", flags->max_connections,
+                  "Open connections at once; one more gets a 503 and is closed")
+      ->capture_default_str();
+  cmd->add_option("--read-timeout", flags->read_timeout,
+                  "Seconds from a request's first byte to its last before the connection closes (slow senders)")
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", flags->write_timeout,
+                  "Seconds a response may wait for a client that reads nothing before the connection closes")
+      ->capture_default_str();
+  cmd->add_option("--max-unsent-bytes", flags->max_unsent_bytes,
+                  "Bytes of a response the client has not taken before its connection is dropped; a stream "
+                  "pauses at a quarter of it")
+      ->capture_default_str();
   flags->engine_options.push_back(
       cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str());
   flags->engine_options.push_back(cmd->add_option("--request-timeout", flags->request_timeout,

@@ -75,7 +75,11 @@ class Engine {
   // Ends every request whose deadline is before `now` (kTimeout outputs).
   std::vector<RequestOutput> Expire(std::chrono::steady_clock::time_point now);
   void Cancel(SeqId id);
+  // See Scheduler::SetHeld.
+  void SetHeld(SeqId id, bool held) { scheduler_.SetHeld(id, held); }
   bool HasWork() const { return !scheduler_.empty(); }
+  // Whether Step() would compute anything (some request is not held).
+  bool HasRunnableWork() const { return scheduler_.HasRunnable(); }
 
   const KvCacheManager& kv() const { return kv_; }
 

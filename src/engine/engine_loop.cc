@@ -15,11 +15,11 @@ EngineLoop::~EngineLoop() {
   thread_.join();
 }
 
-void EngineLoop::Submit(Request request, Callback callback) {
+void EngineLoop::Submit(Request request, Callback callback, BlockedFn blocked) {
   ++num_in_flight_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    submitted_.emplace_back(std::move(request), std::move(callback));
+    submitted_.push_back({std::move(request), std::move(callback), std::move(blocked)});
   }
   wake_.notify_one();
 }
@@ -39,33 +39,43 @@ EngineStats EngineLoop::Stats() const {
 
 void EngineLoop::Run() {
   while (true) {
-    std::deque<std::pair<Request, Callback>> submitted;
+    std::deque<Submission> submitted;
     std::deque<SeqId> cancelled;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] {
-        return stopping_ || !submitted_.empty() || !cancelled_.empty() || engine_->HasWork();
-      });
+      auto ready = [&] {
+        return stopping_ || !submitted_.empty() || !cancelled_.empty() || engine_->HasRunnableWork();
+      };
+      if (engine_->HasWork() && !ready()) {
+        // Every request is held: look again soon (their clients may have caught up,
+        // or a deadline passed).
+        wake_.wait_for(lock, std::chrono::milliseconds(5), ready);
+      } else {
+        wake_.wait(lock, ready);
+      }
       if (stopping_) break;
       submitted.swap(submitted_);
       cancelled.swap(cancelled_);
     }
-    for (auto& [request, callback] : submitted) {
-      const SeqId id = request.id;
-      Status status = engine_->Add(std::move(request));
+    for (Submission& s : submitted) {
+      const SeqId id = s.request.id;
+      Status status = engine_->Add(std::move(s.request));
       if (!status.ok()) {
         --num_in_flight_;
-        callback(nullptr, status);
+        s.callback(nullptr, status);
         continue;
       }
-      callbacks_[id] = std::move(callback);
+      callbacks_[id] = std::move(s.callback);
+      if (s.blocked) blocked_[id] = std::move(s.blocked);
     }
     for (SeqId id : cancelled) {
       if (callbacks_.erase(id)) {
         engine_->Cancel(id);
+        blocked_.erase(id);
         --num_in_flight_;
       }
     }
+    for (const auto& [id, blocked] : blocked_) engine_->SetHeld(id, blocked());
     std::vector<RequestOutput> outputs = engine_->Expire(std::chrono::steady_clock::now());
     for (RequestOutput& output : engine_->Step()) outputs.push_back(std::move(output));
     for (const RequestOutput& output : outputs) {
@@ -78,6 +88,7 @@ void EngineLoop::Run() {
       // Finished: counted out before the callback, so a caller woken by it sees the count.
       Callback callback = std::move(it->second);
       callbacks_.erase(it);
+      blocked_.erase(output.id);
       --num_in_flight_;
       callback(&output, Status::Ok());
     }
@@ -92,6 +103,7 @@ void EngineLoop::Run() {
   // Shutting down: whatever is left is cancelled.
   for (auto& [id, callback] : callbacks_) engine_->Cancel(id);
   callbacks_.clear();
+  blocked_.clear();
 }
 
 }  // namespace tachyon

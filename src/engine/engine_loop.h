@@ -30,11 +30,14 @@ class EngineLoop {
   // output: every RequestOutput of the request; error: the request was refused
   // (the callback is then called once, with a non-ok status).
   using Callback = std::function<void(const RequestOutput* output, const Status& status)>;
+  // Asked on the loop thread before each step: true holds the request out of the
+  // step (its client is behind), false lets it run again.
+  using BlockedFn = std::function<bool()>;
 
   explicit EngineLoop(std::unique_ptr<Engine> engine);
   ~EngineLoop();  // cancels what is left and joins the thread
 
-  void Submit(Request request, Callback callback);
+  void Submit(Request request, Callback callback, BlockedFn blocked = nullptr);
   // The request's blocks are freed at the next step; its callback is not called again.
   void Cancel(SeqId id);
 
@@ -51,11 +54,17 @@ class EngineLoop {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::deque<std::pair<Request, Callback>> submitted_;  // guarded by mutex_
+  struct Submission {
+    Request request;
+    Callback callback;
+    BlockedFn blocked;
+  };
+  std::deque<Submission> submitted_;                    // guarded by mutex_
   std::deque<SeqId> cancelled_;                         // guarded by mutex_
   EngineStats stats_;                                   // guarded by mutex_
   std::atomic<int> num_in_flight_{0};
   std::unordered_map<SeqId, Callback> callbacks_;  // loop thread only
+  std::unordered_map<SeqId, BlockedFn> blocked_;   // loop thread only: requests that may be held
   std::thread thread_;
 };
 

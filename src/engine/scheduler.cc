@@ -104,7 +104,7 @@ SchedulerOutput Scheduler::Schedule() {
   // 1. Running sequences, oldest first; preempt the newest when blocks run out.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& seq = *sequences_.at(running_[i]);
-    const int64_t n = std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
+    const int64_t n = seq.held ? 0 : std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
     if (n <= 0) {
       ++i;
       continue;
@@ -129,6 +129,10 @@ SchedulerOutput Scheduler::Schedule() {
     for (auto it = waiting_.begin();
          it != waiting_.end() && budget > 0 && static_cast<int>(running_.size()) < options_.max_num_seqs;) {
       Sequence& seq = *sequences_.at(*it);
+      if (seq.held) {
+        ++it;
+        continue;
+      }
       Admission admission = AdmitWaiting(seq, &budget, &out);
       if (admission == Admission::kNoRoom) break;
       if (admission == Admission::kWaitsForInFlightPrefix) {
@@ -157,6 +161,17 @@ void Scheduler::AppendToken(SeqId id, TokenId token) {
   Sequence* seq = Find(id);
   CHECK(seq != nullptr);
   seq->tokens.push_back(token);
+}
+
+void Scheduler::SetHeld(SeqId id, bool held) {
+  if (Sequence* seq = Find(id)) seq->held = held;
+}
+
+bool Scheduler::HasRunnable() const {
+  for (const auto& [id, seq] : sequences_) {
+    if (!seq->held) return true;
+  }
+  return false;
 }
 
 void Scheduler::Remove(SeqId id) {

@@ -70,6 +70,10 @@ class Scheduler {
 
   // Removes a sequence (finished or cancelled) and frees its blocks.
   void Remove(SeqId id);
+  // Holds a sequence out of the steps (its output is not being read) or releases it.
+  void SetHeld(SeqId id, bool held);
+  // Whether a step would compute anything: some sequence waits or runs unheld.
+  bool HasRunnable() const;
 
   Sequence* Find(SeqId id);
   const Sequence* Find(SeqId id) const;

@@ -220,7 +220,8 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
                                 .id = std::move(pending_.id),
                                 .created = pending_.created,
                                 .model_name = route_->name(),
-                                .arrival = pending_.arrival};
+                                .arrival = pending_.arrival,
+                                .output_blocked = pending_.output_blocked};
     }
     NextAttempt();
   }

@@ -27,6 +27,9 @@ struct GatewayRequest {
   std::string tenant;                          // who asked (the API key's owner), for scoping
   std::chrono::steady_clock::time_point arrival;
   std::string cache_control;                   // the client's Cache-Control header, lower-case
+  // True while the client has not yet taken enough of what was sent: a backend that
+  // can pause its stream does (backpressure); may be empty.
+  std::function<bool()> output_blocked;
   // Set by the cache stages: "hit", "miss" or "bypass" (x-tachyon-cache), the
   // entry's age for a hit, and whether the answer may be stored.
   std::string cache_status;

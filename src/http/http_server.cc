@@ -44,7 +44,8 @@ struct Event {
 
 class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_this<ConnectionWriter> {
  public:
-  explicit ConnectionWriter(asio::any_io_executor executor) : executor_(executor), timer_(executor) {
+  ConnectionWriter(asio::any_io_executor executor, int64_t max_unsent)
+      : executor_(executor), timer_(executor), max_unsent_(max_unsent) {
     timer_.expires_at(std::chrono::steady_clock::time_point::max());
   }
 
@@ -58,6 +59,9 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
   void End() override { Push({Event::kEnd, 200, "", "", {}}); }
   void Abort() override { Push({Event::kAbort, 200, "", "", {}}); }
   bool closed() const override { return closed_.load(); }
+  int64_t unsent_bytes() const override { return unsent_.load(); }
+  // On the I/O thread, once `n` queued bytes are in the socket.
+  void Sent(int64_t n) { unsent_.fetch_sub(n); }
   void OnClose(std::function<void()> callback) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -109,6 +113,17 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
  private:
   void Push(Event event) {
     if (closed_.load()) return;
+    // A client that does not read: past the bound nothing more is queued and the
+    // connection is dropped (the handler's OnClose cancels the work behind it). One
+    // event alone may be larger (a whole answer), so the bound is checked before it.
+    const int64_t size = static_cast<int64_t>(event.data.size());
+    if (unsent_.fetch_add(size) > max_unsent_) {
+      unsent_.fetch_sub(size);
+      if (!overflowed_.exchange(true)) {
+        asio::post(executor_, [self = shared_from_this()] { self->MarkClosed(); });
+      }
+      return;
+    }
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -131,6 +146,9 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
 
   asio::any_io_executor executor_;
   asio::steady_timer timer_;
+  const int64_t max_unsent_;
+  std::atomic<int64_t> unsent_{0};
+  std::atomic<bool> overflowed_{false};
   std::mutex mutex_;
   std::deque<Event> events_;
   std::function<void()> on_close_;
@@ -188,6 +206,7 @@ struct HttpServer::Impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::atomic<int> open_responses{0};
+  std::atomic<int> connections{0};
   std::atomic<bool> stopping{false};
   int port = 0;
 
@@ -213,18 +232,55 @@ struct HttpServer::Impl {
       // small chunk back until the client acknowledges the last one (delayed ACK:
       // up to 40 ms on Linux), and two tokens arrive as one.
       socket.set_option(tcp::no_delay(true), ec);
+      if (connections.load() >= options.max_connections) {
+        // Over the cap: a short answer, then the descriptor is free again.
+        asio::co_spawn(target, Refuse(std::move(socket)), asio::detached);
+        continue;
+      }
+      ++connections;
       asio::co_spawn(target, Session(beast::tcp_stream(std::move(socket))), asio::detached);
     }
   }
 
+  asio::awaitable<void> Refuse(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    const std::string response =
+        ErrorResponse(503, "the server is at its limit of " + std::to_string(options.max_connections) +
+                               " open connections (--max-connections); retry later",
+                      "too_many_connections");
+    boost::system::error_code ec;
+    stream.expires_after(std::chrono::seconds(1));
+    co_await asio::async_write(stream, asio::buffer(response), asio::redirect_error(asio::use_awaitable, ec));
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  static std::chrono::milliseconds Millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+
   asio::awaitable<void> Session(beast::tcp_stream stream) {
+    co_await Serve(stream);
+    --connections;
+  }
+
+  asio::awaitable<void> Serve(beast::tcp_stream& stream) {
     beast::flat_buffer buffer;
     boost::system::error_code ec;
     while (!stopping.load()) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.body_limit(options.max_body_bytes);
-      stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(options.idle_timeout_seconds * 1000)));
+      if (buffer.size() == 0) {
+        // Idle until the next request's first byte; from then on the whole request
+        // must arrive within the read timeout, or the connection closes (slowloris).
+        stream.expires_after(Millis(options.idle_timeout_seconds));
+        const size_t n = co_await stream.async_read_some(buffer.prepare(4096),
+                                                         asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) break;
+        buffer.commit(n);
+      }
+      stream.expires_after(Millis(options.read_timeout_seconds));
       co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == beast::error::timeout) break;  // the stream closed the socket: nothing more to say
       if (ec == bhttp::error::body_limit) {
         std::string response = ErrorResponse(413,
                                              "the request body is larger than the limit of " +
@@ -268,7 +324,7 @@ struct HttpServer::Impl {
         for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         request.headers[name] = std::string(field.value());
       }
-      auto writer = std::make_shared<ConnectionWriter>(stream.get_executor());
+      auto writer = std::make_shared<ConnectionWriter>(stream.get_executor(), options.max_unsent_bytes);
       ++open_responses;
       // Bytes of a pipelined next request, if any, stay in `buffer`; with none there
       // the socket is watched for the client going away while the response is made.
@@ -339,8 +395,14 @@ struct HttpServer::Impl {
         if (last) break;
       }
       if (!bytes.empty()) {
+        // A client that takes nothing for the write timeout is gone as far as we care.
+        stream.expires_after(Millis(options.write_timeout_seconds));
         co_await asio::async_write(stream, asio::buffer(bytes), asio::redirect_error(asio::use_awaitable, ec));
+        stream.expires_never();
       }
+      int64_t queued = 0;
+      for (const Event& e : events) queued += static_cast<int64_t>(e.data.size());
+      writer.Sent(queued);
       if (abort) {
         stream.socket().close(ec);
         co_return false;
@@ -394,6 +456,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions option
 }
 
 int HttpServer::port() const { return impl_->port; }
+int HttpServer::num_connections() const { return impl_->connections.load(); }
 
 void HttpServer::Stop(double grace_seconds) {
   if (impl_->stopping.exchange(true)) return;

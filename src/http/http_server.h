@@ -47,6 +47,9 @@ class ResponseWriter {
   // Drops the connection after what was written so far (the client sees its answer cut).
   virtual void Abort() = 0;
   virtual bool closed() const = 0;
+  // Bytes handed to the writer and not yet taken by the client's socket. Past
+  // HttpServerOptions::max_unsent_bytes the connection is dropped (and OnClose runs).
+  virtual int64_t unsent_bytes() const = 0;
   // Called once, on the I/O thread, if the client disconnects before the response ends
   // (at once if it already has).
   virtual void OnClose(std::function<void()> callback) = 0;
@@ -59,6 +62,17 @@ struct HttpServerOptions {
   int port = 0;  // 0: any free port
   size_t max_body_bytes = 8 << 20;
   double idle_timeout_seconds = 120;  // a connection waiting for a request this long is closed
+  // From a request's first byte to its last (headers and body): a client that sends
+  // slower than this (slowloris) gets a 408 and the connection closes.
+  double read_timeout_seconds = 30;
+  // A write the client takes nothing of for this long ends the connection (a reader
+  // that stopped reading).
+  double write_timeout_seconds = 30;
+  // Per connection, bytes written by the handler and not yet sent: above this the
+  // connection is dropped. Streams slow down before (see ResponseWriter::unsent_bytes).
+  int64_t max_unsent_bytes = 4 << 20;
+  // Open connections at once; one more is answered 503 and closed.
+  int max_connections = 4096;
   int num_io_threads = 1;
 };
 
@@ -69,6 +83,7 @@ class HttpServer {
   ~HttpServer();
 
   int port() const;
+  int num_connections() const;
   // Stops accepting, lets open responses finish for up to grace_seconds, then closes everything.
   void Stop(double grace_seconds);
 

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdio>
+#include <functional>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -54,8 +55,12 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
-    auto server = HttpServer::Start({.port = 0, .max_body_bytes = 1024}, [this](const HttpRequest& r,
-                                                                               std::shared_ptr<ResponseWriter> w) {
+    Restart({.port = 0, .max_body_bytes = 1024});
+  }
+  void Restart(HttpServerOptions options) {
+    if (server_) server_->Stop(1.0);
+    server_.reset();
+    auto server = HttpServer::Start(options, [this](const HttpRequest& r, std::shared_ptr<ResponseWriter> w) {
       Handle(r, std::move(w));
     });
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -63,6 +68,7 @@ class HttpServerTest : public ::testing::Test {
     base_ = "http://127.0.0.1:" + std::to_string(server_->port());
   }
   void TearDown() override {
+    stop_flood_ = true;
     if (server_) server_->Stop(1.0);
     for (auto& t : threads_) t.join();
   }
@@ -77,6 +83,23 @@ class HttpServerTest : public ::testing::Test {
       w->OnClose([this] { ++closed_pending_; });
       std::lock_guard<std::mutex> lock(mutex_);
       pending_.push_back(w);
+    } else if (r.target == "/flood" || r.target == "/big") {
+      // Written as fast as it can be, to a client that may not read: 64 KB chunks until
+      // the writer is closed (or 256 MB), or one 64 MB answer.
+      w->OnClose([this] { ++closed_pending_; });
+      if (r.target == "/big") {
+        w->Respond(200, "text/plain", std::string(64 << 20, 'x'));
+        return;
+      }
+      w->StartStream(200, "text/plain");
+      threads_.emplace_back([this, w] {
+        for (int i = 0; i < 4096 && !w->closed() && !stop_flood_.load(); ++i) {
+          w->Write(std::string(64 << 10, 'x'));
+          max_unsent_ = std::max(max_unsent_.load(), w->unsent_bytes());
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        w->End();
+      });
     } else if (r.target == "/stream") {
       // Written from another thread, as the engine does.
       w->StartStream(200, "text/event-stream");
@@ -98,7 +121,33 @@ class HttpServerTest : public ::testing::Test {
   std::mutex mutex_;
   std::vector<std::shared_ptr<ResponseWriter>> pending_;
   std::atomic<int> closed_pending_{0};
+  std::atomic<bool> stop_flood_{false};
+  std::atomic<int64_t> max_unsent_{0};
 };
+
+// A connected socket to the server, or -1.
+int Connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Waits up to `seconds` for `done`.
+bool WaitUntil(const std::function<bool()>& done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 TEST_F(HttpServerTest, RespondsAndKeepsConnectionsAlive) {
   EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
@@ -231,6 +280,83 @@ TEST_F(HttpServerTest, RunningOutOfFileDescriptorsDoesNotSpin) {
   EXPECT_LT(used, 0.3) << "CPU seconds used in one idle second while out of descriptors";
   for (int fd : clients) ::close(fd);
   EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
+}
+
+// A stream whose client never reads: the connection is dropped once the unsent bytes
+// pass the bound (the handler's OnClose runs), and they never grow past it.
+TEST_F(HttpServerTest, AReaderThatNeverReadsIsDroppedAtTheUnsentBound) {
+  Restart({.port = 0, .write_timeout_seconds = 60, .max_unsent_bytes = 1 << 20});
+  const int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  // A small receive buffer so the kernel holds little of it.
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  const std::string request = "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  EXPECT_TRUE(WaitUntil([&] { return closed_pending_.load() == 1; }, 20)) << "dropped long before the write timeout";
+  EXPECT_LE(max_unsent_.load(), (1 << 20) + (64 << 10)) << "never more than the bound and one chunk";
+  ::close(fd);
+  EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
+}
+
+// A whole answer the client takes nothing of: the write times out and the connection ends.
+TEST_F(HttpServerTest, AWriteTheClientTakesNothingOfTimesOut) {
+  Restart({.port = 0, .write_timeout_seconds = 0.5, .max_unsent_bytes = int64_t{1} << 30});
+  const int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  ASSERT_TRUE(WaitUntil([&] { return server_->num_connections() == 1; }, 5));
+  EXPECT_TRUE(WaitUntil([&] { return closed_pending_.load() == 1; }, 10)) << "the handler learns it";
+  EXPECT_TRUE(WaitUntil([&] { return server_->num_connections() == 0; }, 10)) << server_->num_connections();
+  ::close(fd);
+}
+
+// Headers that trickle in (slowloris), and a body that never comes: closed at the read timeout.
+TEST_F(HttpServerTest, ASlowSenderIsClosedAtTheReadTimeout) {
+  Restart({.port = 0, .idle_timeout_seconds = 60, .read_timeout_seconds = 0.3});
+  for (const std::string partial : {std::string("GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: "),
+                                    std::string("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab")}) {
+    const int fd = Connect(server_->port());
+    ASSERT_GE(fd, 0);
+    timeval tv{.tv_sec = 5, .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL);
+    const auto start = std::chrono::steady_clock::now();
+    char byte;
+    const ssize_t n = ::recv(fd, &byte, 1, 0);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(n, 0) << "the server closed the connection (not the 5 s receive timeout)";
+    EXPECT_LT(waited, 4.0);
+    ::close(fd);
+  }
+  // An idle connection is not a slow one: it waits for the idle timeout, then a request is fine.
+  const int fd = Connect(server_->port());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const std::string request = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[1024];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  EXPECT_NE(out.find("hello GET"), std::string::npos) << out;
+  ::close(fd);
+}
+
+// One connection over the cap gets a 503 and is closed; the others are served.
+TEST_F(HttpServerTest, ConnectionsOverTheCapGet503) {
+  Restart({.port = 0, .max_connections = 2});
+  const int a = Connect(server_->port()), b = Connect(server_->port());
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_TRUE(WaitUntil([&] { return server_->num_connections() == 2; }, 5));
+  const std::string out = Raw(server_->port(), "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 503", 0), 0u) << out;
+  EXPECT_NE(out.find("too_many_connections"), std::string::npos);
+  ::close(a);
+  ASSERT_TRUE(WaitUntil([&] { return server_->num_connections() == 1; }, 5));
+  EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
+  ::close(b);
 }
 
 }  // namespace

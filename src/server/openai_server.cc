@@ -42,6 +42,7 @@ class CorsWriter : public ResponseWriter {
   void End() override { inner_->End(); }
   void Abort() override { inner_->Abort(); }
   bool closed() const override { return inner_->closed(); }
+  int64_t unsent_bytes() const override { return inner_->unsent_bytes(); }
   void OnClose(std::function<void()> callback) override { inner_->OnClose(std::move(callback)); }
 
  private:
@@ -283,6 +284,13 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
                    .arrival = arrival};
   if (auto it = http.headers.find("cache-control"); it != http.headers.end()) {
     for (char c : it->second) g.cache_control += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (options_.pause_unsent_bytes > 0) {
+    std::weak_ptr<ResponseWriter> weak = writer;
+    g.output_blocked = [weak, limit = options_.pause_unsent_bytes] {
+      std::shared_ptr<ResponseWriter> w = weak.lock();
+      return w != nullptr && w->unsent_bytes() > limit;
+    };
   }
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));

@@ -53,6 +53,10 @@ struct OpenAiServerOptions {
   OriginPolicyOptions origins;  // Host and Origin checks, CORS (has_api_key is set from api_key)
   std::string admin_key;  // Bearer token of the admin routes (/v1/cache); empty: they are refused
   bool access_log = true;
+  // A stream whose client has this many bytes not yet taken pauses (a local engine
+  // holds the sequence) until it catches up; 0: never. The HTTP server drops the
+  // connection at its own, larger bound (HttpServerOptions::max_unsent_bytes).
+  int64_t pause_unsent_bytes = 1 << 20;
 };
 
 class OpenAiServer {

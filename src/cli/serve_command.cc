@@ -263,6 +263,9 @@ int Run(const ServeFlags& flags) {
         service.Handle(std::move(request), std::move(writer));
       });
   if (!server.ok()) return Fail(server.status().message());
+  Gauge* open_connections = &metrics.AddGauge("tachyon:http_connections", "Open client connections", {}).With({});
+  const int connections_collector = metrics.AddCollector(
+      [open_connections, http_server = server->get()] { open_connections->Set(http_server->num_connections()); });
   std::printf("listening on http://%s:%d\n", http.host.c_str(), (*server)->port());
   std::fflush(stdout);
 
@@ -290,6 +293,7 @@ int Run(const ServeFlags& flags) {
   }
   std::fprintf(stderr, "tachyon serve: %s: finishing open responses (up to %.0f s)\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM", flags.grace_seconds);
+  metrics.RemoveCollector(connections_collector);
   (*server)->Stop(flags.grace_seconds);
   pool->Close();             // the queued request work runs (its answers go nowhere now); later posts are dropped
   holder.Get()->Shutdown();  // engines stop, upstream connections close; no callback runs after this

@@ -232,6 +232,9 @@ struct HttpServer::Impl {
       // small chunk back until the client acknowledges the last one (delayed ACK:
       // up to 40 ms on Linux), and two tokens arrive as one.
       socket.set_option(tcp::no_delay(true), ec);
+      if (options.socket_send_buffer_bytes > 0) {
+        socket.set_option(asio::socket_base::send_buffer_size(options.socket_send_buffer_bytes), ec);
+      }
       if (connections.load() >= options.max_connections) {
         // Over the cap: a short answer, then the descriptor is free again.
         asio::co_spawn(target, Refuse(std::move(socket)), asio::detached);

@@ -71,6 +71,10 @@ struct HttpServerOptions {
   // Per connection, bytes written by the handler and not yet sent: above this the
   // connection is dropped. Streams slow down before (see ResponseWriter::unsent_bytes).
   int64_t max_unsent_bytes = 4 << 20;
+  // The kernel's send buffer per connection (SO_SNDBUF; Linux doubles it); 0: the
+  // kernel's autotuning, which lets an unread connection hold up to tcp_wmem's maximum
+  // (4 MB) before the server sees any backpressure.
+  int socket_send_buffer_bytes = 256 << 10;
   // Open connections at once; one more is answered 503 and closed.
   int max_connections = 4096;
   int num_io_threads = 1;

@@ -315,7 +315,7 @@ TEST_F(HttpServerTest, AWriteTheClientTakesNothingOfTimesOut) {
 // Headers that trickle in (slowloris), and a body that never comes: closed at the read timeout.
 TEST_F(HttpServerTest, ASlowSenderIsClosedAtTheReadTimeout) {
   Restart({.port = 0, .idle_timeout_seconds = 60, .read_timeout_seconds = 0.3});
-  for (const std::string partial : {std::string("GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: "),
+  for (const std::string& partial : {std::string("GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: "),
                                     std::string("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab")}) {
     const int fd = Connect(server_->port());
     ASSERT_GE(fd, 0);

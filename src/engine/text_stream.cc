@@ -41,8 +41,12 @@ std::string TextStream::Release(bool* stopped) {
 }
 
 std::string TextStream::Finish() {
+  // The flushed tail (a character cut short becomes U+FFFD) may complete a stop string too.
   std::string out = held_ + detokenizer_.Flush();
   held_.clear();
+  size_t stop_at = std::string::npos;
+  for (const std::string& s : stop_strings_) stop_at = std::min(stop_at, out.find(s));
+  if (stop_at != std::string::npos) out.resize(stop_at);
   return out;
 }
 

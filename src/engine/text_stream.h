@@ -21,7 +21,8 @@ class TextStream {
   // Text that can be sent after `id`; *stopped becomes true when a stop string
   // completes (the text before it is returned, the rest is dropped).
   std::string Add(TokenId id, bool* stopped);
-  // The text still held back (at the end of generation, for any reason but a stop string).
+  // The text still held back (at the end of generation, for any reason but a stop
+  // string), cut where a stop string begins if the last bytes complete one.
   std::string Finish();
 
  private:

@@ -52,5 +52,16 @@ TEST(TextStreamTest, MultiByteCharactersAndNoStops) {
   EXPECT_FALSE(stopped);
 }
 
+// A character cut short at the end becomes U+FFFD when flushed: a stop string it
+// completes is cut there too (found by text_stream_fuzz).
+TEST(TextStreamTest, AStopStringCompletedByTheFlushedTailIsCut) {
+  auto tok = Bytes();
+  TextStream stream(*tok, {"x\xEF\xBF\xBD"});
+  bool stopped = false;
+  EXPECT_EQ(Feed(stream, "ab x\xC3", &stopped), "ab ");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(stream.Finish(), "") << "not 'x' followed by the replacement character";
+}
+
 }  // namespace
 }  // namespace tachyon

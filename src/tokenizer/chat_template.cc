@@ -1,5 +1,7 @@
 #include "tokenizer/chat_template.h"
 
+#include <algorithm>
+
 #include <utility>
 
 namespace tachyon {
@@ -119,6 +121,30 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
     if (content != nullptr && !t.empty()) content->emplace_back(out.size(), out.size() + t.size());
     out.append(t);
   };
+  // Parts (text, is a message's) joined, trimmed as one string when `trim`; only the
+  // messages' bytes that remain are content.
+  auto pieces = [&](std::initializer_list<std::pair<std::string_view, bool>> parts, bool trim) {
+    std::string whole;
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (const auto& [t, is_message] : parts) {
+      if (is_message && !t.empty()) spans.emplace_back(whole.size(), whole.size() + t.size());
+      whole.append(t);
+    }
+    size_t begin = 0, end = whole.size();
+    if (trim) {
+      const char* kSpace = " \t\n\r\f\v";
+      begin = whole.find_first_not_of(kSpace);
+      end = begin == std::string::npos ? 0 : whole.find_last_not_of(kSpace) + 1;
+      if (begin == std::string::npos) begin = 0;
+    }
+    const size_t base = out.size();
+    out.append(whole, begin, end - begin);
+    for (auto [b, e] : spans) {
+      b = std::max(b, begin);
+      e = std::min(e, end);
+      if (content != nullptr && b < e) content->emplace_back(base + b - begin, base + e - begin);
+    }
+  };
   bool has_system = false;
   switch (family_) {
     case F::kChatml: {
@@ -145,18 +171,26 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
     }
     case F::kLlama2: {
       auto [system, rest] = SplitSystem(messages, &has_system);
+      // The first turn carries the system message inside <<SYS>> markup; the whole
+      // turn is trimmed as one string.
+      const std::string& system_text = system;  // a lambda may not capture a structured binding
+      auto turn = [&](const ChatMessage& m, bool with_system) {
+        if (with_system) {
+          pieces({{"<<SYS>>\n", false}, {system_text, true}, {"\n<</SYS>>\n\n", false}, {m.content, true}}, true);
+        } else {
+          pieces({{m.content, true}}, true);
+        }
+      };
       bool first_turn = true;
       for (size_t i = 0; i < rest.size(); ++i) {
         const ChatMessage& m = *rest[i];
-        std::string turn = m.content;
-        if (i == 0 && has_system) turn = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + turn;
         if (m.role == "assistant") {
           out += " ";
-          text(Trim(turn));
+          turn(m, i == 0 && has_system);
           out += " </s>";
         } else {
           out += (first_turn ? "" : "<s>") + std::string("[INST] ");
-          text(Trim(turn));
+          turn(m, i == 0 && has_system);
           out += " [/INST]";
           first_turn = false;
         }
@@ -167,15 +201,12 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
       auto [system, rest] = SplitSystem(messages, &has_system);
       for (size_t i = 0; i < rest.size(); ++i) {
         const ChatMessage& m = *rest[i];
-        const std::string turn = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
-        if (m.role == "assistant") {
-          text(turn);
-          out += "</s>";
-        } else {
-          out += "[INST] ";
-          text(turn);
-          out += " [/INST]";
-        }
+        const bool with_system = i == 0 && has_system;
+        if (m.role != "assistant") out += "[INST] ";
+        pieces({{with_system ? std::string_view(system) : "", true}, {with_system ? "\n\n" : "", false},
+                {m.content, true}},
+               false);
+        out += m.role == "assistant" ? "</s>" : " [/INST]";
       }
       break;
     }
@@ -211,9 +242,11 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
       for (size_t i = 0; i < rest.size(); ++i) {
         const ChatMessage& m = *rest[i];
         std::string role = m.role == "assistant" ? "model" : "user";
-        const std::string turn = (i == 0 && has_system ? system + "\n\n" : "") + m.content;
+        const bool with_system = i == 0 && has_system;
         out += "<start_of_turn>" + role + "\n";
-        text(Trim(turn));
+        pieces({{with_system ? std::string_view(system) : "", true}, {with_system ? "\n\n" : "", false},
+                {m.content, true}},
+               true);
         out += "<end_of_turn>\n";
       }
       if (add_generation_prompt) out += "<start_of_turn>model\n";

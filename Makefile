@@ -1,7 +1,7 @@
 # The two commands of the README. Everything else is CMake presets (CMakePresets.json).
 JOBS ?= $(shell nproc)
 
-.PHONY: serve test
+.PHONY: serve test test-asan test-tsan
 
 # Install what is missing, build the release binary, then serve the built-in demo model.
 serve:
@@ -22,3 +22,18 @@ test:
 	else \
 	  echo "make test: clang++ not found, skipping the libFuzzer run"; \
 	fi
+
+# On demand (each a full build of its own, longer than the CI budget allows beside
+# `make test`): every unit and end-to-end test under AddressSanitizer + UBSan, or
+# under ThreadSanitizer. docs/hardening.md says what each covers.
+test-asan:
+	./scripts/setup
+	cmake --preset asan
+	cmake --build --preset asan
+	ctest --preset asan --parallel $(JOBS)
+
+test-tsan:
+	./scripts/setup
+	cmake --preset tsan
+	cmake --build --preset tsan
+	ctest --preset tsan --parallel $(JOBS)

@@ -68,6 +68,10 @@ struct ServeFlags {
   CLI::Option* body_option = nullptr;
   CLI::Option* io_option = nullptr;
   CLI::Option* workers_option = nullptr;
+  CLI::Option* connections_option = nullptr;
+  CLI::Option* read_timeout_option = nullptr;
+  CLI::Option* write_timeout_option = nullptr;
+  CLI::Option* unsent_option = nullptr;
   std::vector<CLI::Option*> engine_options;  // --model's engine flags (a config sets them per backend)
 };
 
@@ -241,6 +245,13 @@ int Run(const ServeFlags& flags) {
     if (s.port && !flags.port_option->count()) http.port = *s.port;
     if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
     if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
+    if (s.max_connections && !flags.connections_option->count()) http.max_connections = *s.max_connections;
+    if (s.read_timeout && !flags.read_timeout_option->count()) http.read_timeout_seconds = *s.read_timeout;
+    if (s.write_timeout && !flags.write_timeout_option->count()) http.write_timeout_seconds = *s.write_timeout;
+    if (s.max_unsent_bytes && !flags.unsent_option->count()) {
+      http.max_unsent_bytes = *s.max_unsent_bytes;
+      server_options.pause_unsent_bytes = *s.max_unsent_bytes / 4;
+    }
     if (s.api_key && !api_key->has_value()) server_options.api_key = *s.api_key;
     if (s.admin_key && flags.admin_key.empty()) server_options.admin_key = *s.admin_key;
     if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
@@ -357,19 +368,21 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str());
   flags->body_option =
       cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
-  cmd->add_option("--max-connections", flags->max_connections,
-                  "Open connections at once; one more gets a 503 and is closed")
-      ->capture_default_str();
-  cmd->add_option("--read-timeout", flags->read_timeout,
-                  "Seconds from a request's first byte to its last before the connection closes (slow senders)")
-      ->capture_default_str();
-  cmd->add_option("--write-timeout", flags->write_timeout,
-                  "Seconds a response may wait for a client that reads nothing before the connection closes")
-      ->capture_default_str();
-  cmd->add_option("--max-unsent-bytes", flags->max_unsent_bytes,
-                  "Bytes of a response the client has not taken before its connection is dropped; a stream "
-                  "pauses at a quarter of it")
-      ->capture_default_str();
+  flags->connections_option = cmd->add_option("--max-connections", flags->max_connections,
+                                              "Open connections at once; one more gets a 503 and is closed")
+                                  ->capture_default_str();
+  flags->read_timeout_option =
+      cmd->add_option("--read-timeout", flags->read_timeout,
+                      "Seconds from a request's first byte to its last before the connection closes (slow senders)")
+          ->capture_default_str();
+  flags->write_timeout_option =
+      cmd->add_option("--write-timeout", flags->write_timeout,
+                      "Seconds a response may wait for a client that reads nothing before the connection closes")
+          ->capture_default_str();
+  flags->unsent_option = cmd->add_option("--max-unsent-bytes", flags->max_unsent_bytes,
+                                         "Bytes of a response the client has not taken before its connection is "
+                                         "dropped; a stream pauses at a quarter of it")
+                             ->capture_default_str();
   flags->engine_options.push_back(
       cmd->add_option("--max-queue", flags->max_queue, "Requests in flight before 429")->capture_default_str());
   flags->engine_options.push_back(cmd->add_option("--request-timeout", flags->request_timeout,

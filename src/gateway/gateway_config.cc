@@ -460,6 +460,18 @@ Status ReadServer(TableReader& t, EnvReader env, ServerConfig* s) {
   if (io > 0) s->io_threads = io;
   RETURN_IF_ERROR(t.Integer("workers", &workers, 1, 256));
   if (workers > 0) s->workers = workers;
+  int connections = 0;
+  RETURN_IF_ERROR(t.Integer("max_connections", &connections, 1, 1 << 20));
+  if (connections > 0) s->max_connections = connections;
+  for (auto [key, out] : {std::pair{"read_timeout", &s->read_timeout}, std::pair{"write_timeout", &s->write_timeout}}) {
+    double seconds = 0;
+    if (t.Get(key) == nullptr) continue;
+    RETURN_IF_ERROR(t.Number(key, &seconds, 0.001, 86400));
+    *out = seconds;
+  }
+  int64_t unsent = 0;
+  RETURN_IF_ERROR(t.Integer("max_unsent_bytes", &unsent, 4096, INT64_MAX));
+  if (unsent > 0) s->max_unsent_bytes = unsent;
   if (const toml::node* n = t.Get("access_log")) {
     if (!n->is_boolean()) return t.Error(*n, "access_log", "must be true or false");
     s->access_log = n->as_boolean()->get();

@@ -109,6 +109,9 @@ struct ServerConfig {
   std::optional<int> workers;
   std::optional<bool> access_log;
   std::optional<std::vector<std::string>> allowed_origins, allowed_hosts;
+  std::optional<int> max_connections;
+  std::optional<double> read_timeout, write_timeout;  // seconds
+  std::optional<int64_t> max_unsent_bytes;
 };
 
 struct GatewayConfig {

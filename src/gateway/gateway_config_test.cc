@@ -50,6 +50,10 @@ TEST(GatewayConfigTest, EveryKeyOfALocalBackendAndTheServerTable) {
 [server]
 port = 9000
 io_threads = 2
+max_connections = 100
+read_timeout = 5
+write_timeout = 2.5
+max_unsent_bytes = 65536
 
 [[backend]]
 name = "small"
@@ -75,6 +79,12 @@ affinity_prefix_chars = 64
   EXPECT_DOUBLE_EQ(l.request_timeout_seconds, 2.5);
   EXPECT_EQ(c->backends[0].breaker.failure_threshold, 3);
   EXPECT_EQ(*c->server.port, 9000);
+  EXPECT_EQ(*c->server.max_connections, 100);
+  EXPECT_DOUBLE_EQ(*c->server.read_timeout, 5);
+  EXPECT_DOUBLE_EQ(*c->server.write_timeout, 2.5);
+  EXPECT_EQ(*c->server.max_unsent_bytes, 65536);
+  EXPECT_NE(ErrorOf("[server]\nmax_unsent_bytes = 100\n").find("max_unsent_bytes"), std::string::npos);
+  EXPECT_NE(ErrorOf("[server]\nwrite_timeout = 0\n").find("write_timeout"), std::string::npos);
   EXPECT_EQ(c->routes[0].affinity_prefix_chars, 64u);
   StatusOr<GatewayConfig> nested = ParseGatewayConfig(
       "[[backend]]\nname='a'\nkind='local'\nmodel='m.gguf'\n[[route]]\nmodel='m'\nbackends=['a']\n", "/etc/t/x.toml",

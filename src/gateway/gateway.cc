@@ -273,6 +273,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   void OnDone(int attempt, BackendResult result) {
     const Clock::time_point now = Clock::now();
     bool retry = false;
+    // The ended attempt's cancel function is dropped (outside the lock): it holds the
+    // backend's call state, which holds this call's sink, which holds this call. Kept,
+    // that cycle leaked every call that was not cancelled.
+    CancelFn ended;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_ || attempt != current_) return;
@@ -301,6 +305,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         }
       }
       current_ = -1;
+      ended = std::move(cancel_);
       retry = result.kind == BackendResult::Kind::kFailed && !committed_ && attempt_ + 1 < plan_.size();
       if (retry) {
         last_failure_ = std::move(result);

@@ -115,11 +115,17 @@ struct RemoteBackend::Call {
            kind == "timeout" || kind == "first_byte_timeout" ? "timeout_error" : "upstream_error");
       return;
     }
-    if (head.status >= 500) {
+    if (head.status >= 500 && head.status <= 599) {
       Fail(502, "answered " + std::to_string(head.status) + ": " + ErrorMessageOf(body), "upstream_5xx");
       return;
     }
-    if (head.status != 200) {  // 4xx (and odd 1xx/2xx/3xx): the upstream's answer as it is
+    // No status a client could be given as it is: not three digits of a known class,
+    // informational (a 1xx as the final answer), or one that has no body.
+    if (head.status < 200 || head.status > 599 || head.status == 204 || head.status == 205 || head.status == 304) {
+      Fail(502, "answered status " + std::to_string(head.status) + ", which cannot carry an answer", "upstream_bad_status");
+      return;
+    }
+    if (head.status != 200) {  // 4xx (and odd 2xx/3xx): the upstream's answer as it is
       result.kind = BackendResult::Kind::kRejected;
       result.http_status = head.status;
       auto type = head.headers.find("content-type");

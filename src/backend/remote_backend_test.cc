@@ -83,6 +83,19 @@ TEST(RemoteBackendTest, WholeAnswersPassThroughAndFourHundredsAreRejectionsAsThe
   EXPECT_EQ(rejected->result.kind, BackendResult::Kind::kRejected);
   EXPECT_EQ(rejected->result.http_status, 422);
   EXPECT_NE(rejected->result.body.find("scripted failure 422"), std::string::npos);
+
+  // A status no client could be given (no body, informational): a bad gateway, not relayed
+  // (found by upstream_response_fuzz: a "000" was relayed as it was).
+  for (int status : {204, 101}) {
+    up.status = status;
+    auto odd = std::make_shared<Collector>();
+    backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}]})"), odd);
+    ASSERT_TRUE(odd->Wait());
+    EXPECT_NE(odd->result.kind, BackendResult::Kind::kOk) << status;
+    EXPECT_NE(odd->result.kind, BackendResult::Kind::kRejected) << status;
+    EXPECT_EQ(odd->result.error.http_status, 502) << status;
+    EXPECT_EQ(odd->result.error_kind, "upstream_bad_status") << status << " " << odd->result.error.message;
+  }
 }
 
 TEST(RemoteBackendTest, FailuresBeforeTheFirstByteMayBeRetriedAfterItNot) {

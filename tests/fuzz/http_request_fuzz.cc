@@ -1,0 +1,93 @@
+// libFuzzer target: the server's whole request path. Raw bytes go over loopback
+// into a real HttpServer (Beast's parser), then the routes, the gateway and a local
+// engine on a generated tiny model, as `tachyon serve` runs them. Each input is sent
+// on a fresh connection, the write side then shut, and the answer read until the
+// server closes: every input must end (an answer or a close, within -timeout), and
+// the server must stay up and accept the next.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "backend/local_backend.h"
+#include "base/worker_pool.h"
+#include "gateway/gateway.h"
+#include "http/http_server.h"
+#include "model/model_gen.h"
+#include "obs/metrics.h"
+#include "server/openai_server.h"
+
+namespace {
+
+using namespace tachyon;
+
+struct Server {
+  MetricsRegistry metrics;
+  std::unique_ptr<WorkerPool> pool;
+  GatewayHolder holder;
+  std::unique_ptr<OpenAiServer> service;
+  std::unique_ptr<HttpServer> http;
+};
+
+Server* g_server = nullptr;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const std::string path = std::filesystem::temp_directory_path() / "tachyon_http_request_fuzz.gguf";
+  if (!GenerateRandomModel({.shape = FindModelShape("tiny"), .scheme = PureScheme(GgmlType::kQ8_0), .seed = 9,
+                            .out_path = path})
+           .ok()) {
+    std::abort();
+  }
+  g_server = new Server();  // lives for the process
+  auto backend = LocalBackend::Create({.name = "local", .model_path = path, .served_model_name = "tiny",
+                                       .chat_template = "chatml", .threads = 1, .max_model_len = 64,
+                                       .max_queue = 8, .request_timeout_seconds = 1},
+                                      &g_server->metrics);
+  if (!backend.ok()) std::abort();
+  g_server->pool = std::make_unique<WorkerPool>(2);
+  WorkerPool* pool = g_server->pool.get();
+  g_server->holder.Set(Gateway::Single(std::shared_ptr<Backend>(std::move(backend).value()), "tiny",
+                                       &g_server->metrics,
+                                       [pool](std::function<void()> task) { pool->Post(std::move(task)); }));
+  g_server->service = std::make_unique<OpenAiServer>(OpenAiServerOptions{.access_log = false}, &g_server->holder,
+                                                     &g_server->metrics, pool);
+  OpenAiServer* service = g_server->service.get();
+  auto http = HttpServer::Start({.port = 0, .max_body_bytes = 65536, .read_timeout_seconds = 1},
+                                [service](HttpRequest r, std::shared_ptr<ResponseWriter> w) {
+                                  service->Handle(std::move(r), std::move(w));
+                                });
+  if (!http.ok()) std::abort();
+  g_server->http = std::move(http).value();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(g_server->http->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::abort();  // the server is gone
+  ::send(fd, data, size, MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);  // nothing more comes: the server answers what it has, then closes
+  char buf[4096];
+  std::string head;
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+    if (head.size() < 16) head.append(buf, static_cast<size_t>(std::min<ssize_t>(n, 16)));
+  }
+  ::close(fd);
+  // An answer, when there is one, is HTTP/1.1 with a 3-digit status.
+  if (!head.empty() && (head.rfind("HTTP/1.1 ", 0) != 0 || head.size() < 12 || head[9] < '1' || head[9] > '5')) {
+    std::abort();
+  }
+  return 0;
+}

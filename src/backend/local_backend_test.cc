@@ -128,7 +128,7 @@ TEST_F(LocalBackendTest, OversizedPromptsAreRefusedBeforeEncoding) {
 }
 
 TEST_F(LocalBackendTest, CancelFreesTheSequenceAndATimeoutMidStreamIsBroken) {
-  auto backend = Make({.request_timeout_seconds = 0.3});
+  auto backend = Make();
   ASSERT_NE(backend, nullptr);
   auto cancelled = std::make_shared<Collector>();
   CancelFn cancel = backend->Start(
@@ -150,8 +150,10 @@ TEST_F(LocalBackendTest, CancelFreesTheSequenceAndATimeoutMidStreamIsBroken) {
       << metrics;
   EXPECT_FALSE(cancelled->done);
 
+  auto timed = Make({.request_timeout_seconds = 0.3});
+  ASSERT_NE(timed, nullptr);
   auto slow = std::make_shared<Collector>();
-  backend->Start(Completion(R"({"prompt":"Hello","max_tokens":1900,"ignore_eos":true,"stream":true})"), slow);
+  timed->Start(Completion(R"({"prompt":"Hello","max_tokens":1900,"ignore_eos":true,"stream":true})"), slow);
   ASSERT_TRUE(slow->Wait());
   EXPECT_EQ(slow->result.kind, BackendResult::Kind::kBroken) << "chunks went out before the deadline";
   EXPECT_EQ(slow->result.http_status, 504);

@@ -58,8 +58,8 @@ TEST(EngineLoopTest, RequestsFromManyThreadsAllFinishAndErrorsAreReported) {
   EngineOptions options{.kv = {.num_blocks = 64, .block_size = 16},
                         .scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 8, .max_model_len = 512},
                         .num_threads = 1};
+  Collector c;  // before the loop: the loop (and its callbacks into c) ends first
   EngineLoop loop(std::make_unique<Engine>(*model, nullptr, options));
-  Collector c;
   std::vector<std::thread> clients;
   for (int i = 0; i < 6; ++i) {
     clients.emplace_back([&, i] {
@@ -83,8 +83,8 @@ TEST(EngineLoopTest, CancelStopsOutputsAndFreesBlocks) {
   EngineOptions options{.kv = {.num_blocks = 64, .block_size = 16},
                         .scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 8, .max_model_len = 2048},
                         .num_threads = 1};
+  Collector c;  // before the loop: the loop (and its callbacks into c) ends first
   EngineLoop loop(std::make_unique<Engine>(*model, nullptr, options));
-  Collector c;
   std::vector<TokenId> prompt(40, TokenId(3));
   loop.Submit({.id = SeqId(1), .prompt = prompt, .max_tokens = 1000, .ignore_eos = true}, c.For(1));
   // Wait for a few tokens, then cancel.
@@ -96,7 +96,7 @@ TEST(EngineLoopTest, CancelStopsOutputsAndFreesBlocks) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   loop.Cancel(SeqId(1));
-  for (int i = 0; i < 200 && loop.num_in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 2000 && loop.num_in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(loop.num_in_flight(), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EngineStats stats = loop.Stats();
@@ -113,33 +113,22 @@ TEST(EngineLoopTest, ABlockedRequestIsHeldAndResumesWhenReleased) {
   EngineOptions options{.kv = {.num_blocks = 64, .block_size = 16},
                         .scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 8, .max_model_len = 512},
                         .num_threads = 1};
+  Collector c;  // before the loop: the loop (and its callbacks into c) ends first
   EngineLoop loop(std::make_unique<Engine>(*model, nullptr, options));
-  Collector c;
   std::vector<TokenId> prompt(20, TokenId(5));
-  std::atomic<bool> blocked{false};
+  std::atomic<bool> released{false};
   std::atomic<int> asked{0};
   auto request = [&](int64_t id) {
     return Request{.id = SeqId(id), .prompt = prompt, .sampling = {.temperature = 0.0f}, .max_tokens = 40,
                    .ignore_eos = true};
   };
+  // Its client falls behind after two tokens (asked on the loop thread before each
+  // step, as the server asks for its unsent bytes), until released.
   loop.Submit(request(1), c.For(1), [&] {
     ++asked;
-    return blocked.load();
-  });
-  for (int i = 0; i < 400; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(c.mutex);
-      if (c.tokens[1].size() >= 2) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  blocked = true;
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the hold takes effect at the next step
-  size_t held_at;
-  {
     std::lock_guard<std::mutex> lock(c.mutex);
-    held_at = c.tokens[1].size();
-  }
+    return !released.load() && c.tokens[1].size() >= 2;
+  });
   loop.Submit(request(2), c.For(2));
   c.WaitFor(1);  // request 2 runs to its end meanwhile
   const int asked_while_held = asked.load();
@@ -147,12 +136,11 @@ TEST(EngineLoopTest, ABlockedRequestIsHeldAndResumesWhenReleased) {
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     EXPECT_EQ(c.tokens[2].size(), 40u);
-    EXPECT_EQ(c.tokens[1].size(), held_at) << "no tokens while held";
-    EXPECT_LT(c.tokens[1].size(), 40u);
+    EXPECT_EQ(c.tokens[1].size(), 2u) << "no tokens while held";
   }
   EXPECT_GT(asked.load(), asked_while_held) << "asked again while everything was held";
   EXPECT_EQ(loop.num_in_flight(), 1);
-  blocked = false;
+  released = true;
   c.WaitFor(2);
   std::lock_guard<std::mutex> lock(c.mutex);
   EXPECT_EQ(c.tokens[1], c.tokens[2]) << "holding changes nothing in what is generated";

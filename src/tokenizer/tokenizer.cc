@@ -86,6 +86,8 @@ void Tokenizer::BuildSpecialTrie() {
       }
     }
     special_trie_[node].specials.push_back(static_cast<int32_t>(index));
+    const std::string& text = vocab_.token(specials[index]).text;
+    if (!text.empty()) special_first_byte_[static_cast<uint8_t>(text[0])] = true;
   }
 }
 Tokenizer::~Tokenizer() = default;
@@ -136,6 +138,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::Partition(std::string_view text, con
   };
   std::vector<Candidate> candidates;
   for (size_t pos = 0; pos < text.size() && special_trie_.size() > 1; ++pos) {
+    if (!special_first_byte_[static_cast<uint8_t>(text[pos])]) continue;
     int32_t node = 0;
     for (size_t p = pos; p < text.size(); ++p) {
       const auto& children = special_trie_[node].children;

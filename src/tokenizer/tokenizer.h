@@ -11,6 +11,7 @@
 // A Tokenizer is immutable after construction and safe to share between threads.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <string>
@@ -87,6 +88,7 @@ class Tokenizer {
 
   Vocab vocab_;
   std::vector<TrieNode> special_trie_;
+  std::array<bool, 256> special_first_byte_{};  // bytes a special token can start with
   size_t max_token_bytes_ = 1;
   std::unique_ptr<SpmEncoder> spm_;
   std::unique_ptr<BpeEncoder> bpe_;

@@ -17,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -397,12 +398,15 @@ struct HttpServer::Impl {
         }
         if (last) break;
       }
-      if (!bytes.empty()) {
-        // A client that takes nothing for the write timeout is gone as far as we care.
+      // Written in slices, each with the write timeout: a client that reads slowly
+      // gets all of it; one that takes no slice for that long is gone as far as we care.
+      constexpr size_t kSlice = 64 << 10;
+      for (size_t at = 0; at < bytes.size() && !ec; at += kSlice) {
         stream.expires_after(Millis(options.write_timeout_seconds));
-        co_await asio::async_write(stream, asio::buffer(bytes), asio::redirect_error(asio::use_awaitable, ec));
-        stream.expires_never();
+        co_await asio::async_write(stream, asio::buffer(bytes.data() + at, std::min(kSlice, bytes.size() - at)),
+                                   asio::redirect_error(asio::use_awaitable, ec));
       }
+      stream.expires_never();
       int64_t queued = 0;
       for (const Event& e : events) queued += static_cast<int64_t>(e.data.size());
       writer.Sent(queued);

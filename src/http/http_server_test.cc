@@ -83,6 +83,8 @@ class HttpServerTest : public ::testing::Test {
       w->OnClose([this] { ++closed_pending_; });
       std::lock_guard<std::mutex> lock(mutex_);
       pending_.push_back(w);
+    } else if (r.target == "/medium") {
+      w->Respond(200, "text/plain", std::string(2 << 20, 'm'));
     } else if (r.target == "/flood" || r.target == "/big") {
       // Written as fast as it can be, to a client that may not read: 64 KB chunks until
       // the writer is closed (or 256 MB), or one 64 MB answer.
@@ -310,6 +312,27 @@ TEST_F(HttpServerTest, AWriteTheClientTakesNothingOfTimesOut) {
   EXPECT_TRUE(WaitUntil([&] { return closed_pending_.load() == 1; }, 10)) << "the handler learns it";
   EXPECT_TRUE(WaitUntil([&] { return server_->num_connections() == 0; }, 10)) << server_->num_connections();
   ::close(fd);
+}
+
+// A client that reads slowly but steadily gets the whole answer, even when that takes
+// longer than the write timeout: the timeout is for a write that makes no progress.
+TEST_F(HttpServerTest, ASlowButSteadyReaderGetsItAll) {
+  Restart({.port = 0, .write_timeout_seconds = 0.5});
+  const int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /medium HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  const auto start = std::chrono::steady_clock::now();
+  size_t got = 0;
+  char buf[64 << 10];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+    got += static_cast<size_t>(n);
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  ::close(fd);
+  EXPECT_GT(got, size_t{2} << 20) << "headers and the whole 2 MB body";
+  EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500)) << "it did outlast the timeout";
 }
 
 // Headers that trickle in (slowloris), and a body that never comes: closed at the read timeout.

@@ -22,11 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string StoriesModel() {
-  const char* env = std::getenv("TACHYON_SHARED_DIR");
-  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
-}
-
 int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
 
 // rcvbuf > 0: the client's receive buffer, set before connecting (so the window stays small).

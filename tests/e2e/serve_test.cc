@@ -14,11 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string StoriesModel() {
-  const char* env = std::getenv("TACHYON_SHARED_DIR");
-  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
-}
-
 std::vector<nlohmann::json> SseEvents(const std::string& body, bool* done) {
   std::vector<nlohmann::json> events;
   *done = false;

@@ -8,10 +8,17 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace tachyon::e2e {
+
+// The stories260K fixture in ../shared (or TACHYON_SHARED_DIR).
+inline std::string StoriesModel() {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
+}
 
 class ServerProcess {
  public:

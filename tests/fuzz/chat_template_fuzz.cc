@@ -12,39 +12,18 @@
 #include <string_view>
 #include <vector>
 
-#include "gguf/gguf_file.h"
-#include "gguf/gguf_writer.h"
-#include "model/model_gen.h"
 #include "tokenizer/chat_template.h"
+#include "builtin_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
 using namespace tachyon;
 
-std::unique_ptr<GgufFile>& VocabFile() {
-  static std::unique_ptr<GgufFile> file;
-  return file;
-}
-std::unique_ptr<Tokenizer>& Tok() {
-  static std::unique_ptr<Tokenizer> tok;
-  return tok;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const std::string path = std::filesystem::temp_directory_path() / "tachyon_chat_template_fuzz.gguf";
-  GgufWriter writer;
-  writer.SetMetadata("general.architecture", "llama");
-  for (GgufKeyValue& kv : BuiltinByteVocab()) writer.SetMetadata(kv.key, kv.value);
-  if (!writer.Open(path).ok() || !writer.Close().ok()) std::abort();
-  StatusOr<GgufFile> file = GgufFile::Open(path);
-  if (!file.ok()) std::abort();
-  VocabFile() = std::make_unique<GgufFile>(std::move(file).value());
-  StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*VocabFile());
-  if (!tok.ok()) std::abort();
-  Tok() = std::move(tok).value();
+  (void)fuzz::BuiltinTokenizer("tachyon_chat_template_fuzz");
   return 0;
 }
 
@@ -82,9 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const ChatMessage& m : messages) message_bytes += m.content.size();
   if (content_bytes > message_bytes) std::abort();  // a range holds message text only
-  std::vector<TokenId> ids = Tok()->Encode(*text, {.add_special = true, .parse_special = true, .literal_ranges = ranges});
+  const Tokenizer& tok = fuzz::BuiltinTokenizer("tachyon_chat_template_fuzz");
+  std::vector<TokenId> ids = tok.Encode(*text, {.add_special = true, .parse_special = true, .literal_ranges = ranges});
   for (TokenId id : ids) {
-    if (!Tok()->vocab().IsValid(id)) std::abort();
+    if (!tok.vocab().IsValid(id)) std::abort();
   }
   return 0;
 }

@@ -13,45 +13,24 @@
 #include <vector>
 
 #include "engine/text_stream.h"
-#include "gguf/gguf_file.h"
-#include "gguf/gguf_writer.h"
-#include "model/model_gen.h"
 #include "tokenizer/streaming_detokenizer.h"
+#include "builtin_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
 using namespace tachyon;
 
-std::unique_ptr<GgufFile>& VocabFile() {
-  static std::unique_ptr<GgufFile> file;
-  return file;
-}
-std::unique_ptr<Tokenizer>& Tok() {
-  static std::unique_ptr<Tokenizer> tok;
-  return tok;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const std::string path = std::filesystem::temp_directory_path() / "tachyon_text_stream_fuzz.gguf";
-  GgufWriter writer;
-  writer.SetMetadata("general.architecture", "llama");
-  for (GgufKeyValue& kv : BuiltinByteVocab()) writer.SetMetadata(kv.key, kv.value);
-  if (!writer.Open(path).ok() || !writer.Close().ok()) std::abort();
-  StatusOr<GgufFile> file = GgufFile::Open(path);
-  if (!file.ok()) std::abort();
-  VocabFile() = std::make_unique<GgufFile>(std::move(file).value());
-  StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*VocabFile());
-  if (!tok.ok()) std::abort();
-  Tok() = std::move(tok).value();
+  (void)fuzz::BuiltinTokenizer("tachyon_text_stream_fuzz");
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const Tokenizer& tok = *Tok();
+  const Tokenizer& tok = fuzz::BuiltinTokenizer("tachyon_text_stream_fuzz");
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   std::vector<std::string> stops;
   for (int i = 0; i < data[0] % 5; ++i) {

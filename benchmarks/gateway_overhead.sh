@@ -22,12 +22,14 @@
 #
 #   benchmarks/gateway_overhead.sh            (after a release build)
 #   RATE=500 SECONDS_PER_RUN=10 PAIRS=3 SWEEP="1000 2000 3000 4000" benchmarks/gateway_overhead.sh
+#   SECTIONS="1" benchmarks/gateway_overhead.sh   (only the parts named)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tachyon=build/release/src/cli/tachyon
 mock=build/release/tests/support/mock_upstream
 RATE=${RATE:-500} SECONDS_PER_RUN=${SECONDS_PER_RUN:-10} PAIRS=${PAIRS:-3}
-SWEEP=${SWEEP:-"1000 2000 3000 4000"}
+SWEEP=${SWEEP:-"1000 2000 3000 4000"} SECTIONS=${SECTIONS:-"1 2 3 4"}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 work=$(mktemp -d)
 pids=()
 source scripts/servers.sh
@@ -59,6 +61,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; tachyon $(git rev-parse --short HEAD)"
 echo
+if want 1; then
 echo "## 1. streaming at $RATE requests/s, $SECONDS_PER_RUN s per run, $PAIRS A/B pairs"
 n=$((RATE * SECONDS_PER_RUN))
 for p in $(seq "$PAIRS"); do
@@ -84,7 +87,9 @@ for metric in ("ttft", "e2e"):
         added = statistics.median(b[metric][q] - a[metric][q] for a, b in rows)
         print(f"added {metric.upper()} {q[:3]}: {added:.3f} ms (median of the pairs)")
 PY
+fi
 echo
+if want 2; then
 echo "## 2. streaming at higher rates ($SECONDS_PER_RUN s each, A then B)"
 echo "| rate | ok A / B | TTFT p99 A / B (ms) | added TTFT p99 | added E2E p99 |"
 echo "|---|---|---|---|---|"
@@ -99,7 +104,9 @@ print(f"| {sys.argv[3]} | {a['num_ok']} / {b['num_ok']} | {a['ttft']['p99_ms']:.
       f"{b['ttft']['p99_ms'] - a['ttft']['p99_ms']:.3f} | {b['e2e']['p99_ms'] - a['e2e']['p99_ms']:.3f} |")
 PY
 done
+fi
 echo
+if want 3; then
 echo "## 3. small non-streaming requests, closed loop at concurrency 64"
 before=$(cpu_ticks "$gateway_pid")
 start_ns=$(date +%s%N)
@@ -117,7 +124,9 @@ print(f"through the gateway: {b['summary']['request_throughput']:.0f} requests/s
 print(f"direct: {a['summary']['request_throughput']:.0f} requests/s, E2E p50 {a['summary']['e2e']['p50_ms']:.2f} ms")
 PY
 
+fi
 echo
+if want 4; then
 echo "## 4. 20 chunks 20 ms apart, 50 requests one at a time: |gap - 20 ms| as the client sees it"
 kill "$gateway_pid" "$upstream_pid" 2>/dev/null || true
 start paced 0 -- "$mock" --port 0 --gap-ms 20
@@ -136,3 +145,4 @@ for label, path in (("direct", sys.argv[1]), ("through the gateway", sys.argv[2]
     print(f"{label}: {len(dev)} gaps, chunks per request {chunks[0]}..{chunks[-1]}; |gap - 20 ms| p50 "
           f"{dev[len(dev) // 2]:.3f} ms, p99 {dev[int(len(dev) * 0.99)]:.3f} ms, max {dev[-1]:.3f} ms")
 PY
+fi

@@ -17,6 +17,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -128,6 +130,48 @@ thread_local EventLoop* current_loop = nullptr;
 EventLoop* CurrentEventLoop() { return current_loop; }
 void SetCurrentEventLoop(EventLoop* loop) { current_loop = loop; }
 
+namespace {
+
+// The port in the Host header only when it is not the scheme's default.
+bool DefaultPort(const HttpClientRequest& r) { return r.port == (r.tls ? 443 : 80); }
+
+bool SameName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// The request line and headers of an HTTP/1.1 keep-alive request; its body follows
+// as it is. A caller's Host, User-Agent or Content-Type replaces ours; the framing
+// (Content-Length, Transfer-Encoding, Connection) is ours alone, and a name or value
+// with CR or LF is left out, so nothing a caller passes can split the request.
+std::string RequestHead(const HttpClientRequest& r, const std::string& host, const std::string& user_agent) {
+  auto given = [&](std::string_view name) {
+    return std::any_of(r.headers.begin(), r.headers.end(), [&](const auto& h) { return SameName(h.first, name); });
+  };
+  std::string out;
+  out.reserve(256);
+  out.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\n");
+  if (!given("host")) out.append("Host: ").append(host).append("\r\n");
+  if (!given("user-agent")) out.append("User-Agent: ").append(user_agent).append("\r\n");
+  for (const auto& [name, value] : r.headers) {
+    if (name.empty() || name.find_first_of("\r\n: ") != std::string::npos ||
+        value.find_first_of("\r\n") != std::string::npos || SameName(name, "content-length") ||
+        SameName(name, "transfer-encoding") || SameName(name, "connection")) {
+      continue;
+    }
+    out.append(name).append(": ").append(value).append("\r\n");
+  }
+  if (!r.body.empty() && !given("content-type")) out.append("Content-Type: application/json\r\n");
+  if (!r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH") {
+    out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+  }
+  out.append("\r\n");
+  return out;
+}
+
+}  // namespace
+
 struct HttpClient::Impl {
   std::mutex stop_mutex;
   bool stop_requested = false;  // guarded by stop_mutex: Stop was called
@@ -200,7 +244,7 @@ struct HttpClient::Impl {
   // Writes the request and streams the response to the callbacks. kRetry: a reused
   // connection turned out stale before any byte came back (nothing was reported).
   template <typename Stream>
-  asio::awaitable<Outcome> Transfer(Stream& stream, bhttp::request<bhttp::string_body>& message,
+  asio::awaitable<Outcome> Transfer(Stream& stream, const std::string& request_head, const std::string& body,
                                     const HttpClientRequest& r, HttpStreamCallbacks& cb, bool may_retry,
                                     std::chrono::steady_clock::time_point deadline) {
     const std::string key = r.host + ":" + std::to_string(r.port);
@@ -208,7 +252,8 @@ struct HttpClient::Impl {
     const bool first_byte_limit = r.first_byte_timeout_seconds > 0 &&
                                   Until(r.first_byte_timeout_seconds) < deadline;
     Tcp(stream).expires_at(first_byte_limit ? Until(r.first_byte_timeout_seconds) : deadline);
-    co_await bhttp::async_write(stream, message, asio::redirect_error(asio::use_awaitable, ec));
+    const std::array<asio::const_buffer, 2> request{asio::buffer(request_head), asio::buffer(body)};
+    co_await asio::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -311,21 +356,8 @@ struct HttpClient::Impl {
     const auto connect_deadline =
         r.connect_timeout_seconds > 0 ? std::min(deadline, Until(r.connect_timeout_seconds)) : deadline;
     const std::string key = r.host + ":" + std::to_string(r.port);
-    bhttp::request<bhttp::string_body> message;
-    message.method_string(r.method);
-    message.target(r.target);
-    message.version(11);
-    // The port only when it is not the scheme's default.
-    const bool default_port = r.port == (r.tls ? 443 : 80);
-    message.set(bhttp::field::host, default_port ? r.host : key);
-    message.set(bhttp::field::user_agent, options.user_agent);
-    for (const auto& [name, value] : r.headers) message.set(name, value);
-    if (!r.body.empty() && message.find(bhttp::field::content_type) == message.end()) {
-      message.set(bhttp::field::content_type, "application/json");
-    }
-    message.body() = std::move(r.body);
-    message.keep_alive(true);
-    message.prepare_payload();
+    const std::string head = RequestHead(r, DefaultPort(r) ? r.host : key, options.user_agent);
+    const std::string body = std::move(r.body);
 
     const bool may_retry = Idempotent(r.method);
     for (int attempt = 0;; ++attempt) {
@@ -374,7 +406,7 @@ struct HttpClient::Impl {
           }
         }
         state.tcp = &Tcp(*stream);
-        outcome = co_await Transfer(*stream, message, r, cb, may_retry && reused && attempt == 0, deadline);
+        outcome = co_await Transfer(*stream, head, body, r, cb, may_retry && reused && attempt == 0, deadline);
         state.tcp = nullptr;
         if (state.cancelled) outcome = Outcome::kClose;
         if (auto& pool = idle_tls[key]; outcome == Outcome::kKeep && pool.size() < options.max_idle_per_host) {
@@ -404,7 +436,7 @@ struct HttpClient::Impl {
           if (state.cancelled) co_return;
         }
         state.tcp = &*stream;
-        outcome = co_await Transfer(*stream, message, r, cb, may_retry && reused && attempt == 0, deadline);
+        outcome = co_await Transfer(*stream, head, body, r, cb, may_retry && reused && attempt == 0, deadline);
         state.tcp = nullptr;
         if (state.cancelled) outcome = Outcome::kClose;
         if (auto& pool = idle[key]; outcome == Outcome::kKeep && pool.size() < options.max_idle_per_host) {

@@ -182,13 +182,15 @@ class ScriptedServer {
   int port() const { return port_; }
 
   // Reads one request (headers, then a Content-Length body); false if the client closed.
-  static bool ReadRequest(int fd) {
+  static bool ReadRequest(int fd) { return !ReadRequestText(fd).empty(); }
+  // The same, returning the request's bytes ("" if the client closed).
+  static std::string ReadRequestText(int fd) {
     std::string in;
     char buf[4096];
     size_t end;
     while ((end = in.find("\r\n\r\n")) == std::string::npos) {
       const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) return false;
+      if (n <= 0) return "";
       in.append(buf, static_cast<size_t>(n));
     }
     size_t length = 0;
@@ -196,10 +198,10 @@ class ScriptedServer {
     if (cl != std::string::npos) length = std::stoul(in.substr(cl + 16));
     while (in.size() < end + 4 + length) {
       const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) return false;
+      if (n <= 0) return "";
       in.append(buf, static_cast<size_t>(n));
     }
-    return true;
+    return in;
   }
   static void Send(int fd, const std::string& body) {
     const std::string out = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -294,6 +296,40 @@ TEST(HttpClientHostileTest, AStaleConnectionDoesNotResendAPost) {
     EXPECT_EQ(b.body, "again");
     EXPECT_EQ(requests.load(), 3);
   }
+}
+
+// The request as written: one Host (the caller's replaces ours), the framing ours alone
+// (a caller's Content-Length is dropped), and a header value with CR LF left out
+// rather than splitting the request.
+TEST(HttpClientHostileTest, TheRequestHeadCannotBeSplitOrMisframed) {
+  std::string seen;
+  ScriptedServer server([&](int, int fd) {
+    seen = ScriptedServer::ReadRequestText(fd);
+    ScriptedServer::Send(fd, "ok");
+  });
+  {
+    HttpClient client;
+    Exchange e;
+    HttpClientRequest request{.method = "POST", .host = "127.0.0.1", .port = server.port(), .target = "/v1/x",
+                              .body = "{\"a\":1}", .timeout_seconds = 5};
+    request.headers = {{"Host", "example.test"},
+                       {"X-Split", "a\r\nInjected: 1"},
+                       {"Content-Length", "999"},
+                       {"Accept", "text/event-stream"}};
+    client.Send(request, Collect(&e));
+    client.Run();
+    EXPECT_TRUE(e.done.ok()) << e.done.ToString();
+    EXPECT_EQ(e.body, "ok");
+  }
+  EXPECT_EQ(seen.rfind("POST /v1/x HTTP/1.1\r\n", 0), 0u) << seen;
+  EXPECT_NE(seen.find("\r\nHost: example.test\r\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("Host: 127.0.0.1"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("Injected"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("999"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\r\nContent-Length: 7\r\n"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\r\nContent-Type: application/json\r\n"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\r\nAccept: text/event-stream\r\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.substr(seen.size() - 11), "\r\n\r\n{\"a\":1}") << seen;
 }
 
 TEST(HttpClientErrorTest, RefusedConnectionIsUnavailable) {

@@ -20,8 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <deque>
+#include <vector>
 #include <mutex>
 #include <thread>
 
@@ -36,19 +35,119 @@ namespace {
 
 // What a handler asked for, queued for the connection's coroutine.
 struct Event {
-  enum Kind { kRespond, kStart, kWrite, kEnd, kAbort } kind;
+  // kBytes: the unsent rest of a write made at once (already framed).
+  enum Kind { kRespond, kStart, kWrite, kEnd, kAbort, kBytes } kind;
   int status = 200;
   std::string content_type;
   std::string data;
   HttpHeaders headers;
+  int64_t counted = 0;  // kBytes: the handler's bytes it stands for (unsent_ counts those)
 };
+
+int64_t Counted(const Event& e) {
+  return e.kind == Event::kBytes ? e.counted : static_cast<int64_t>(e.data.size());
+}
+
+const char* ReasonPhrase(int status) {
+  return bhttp::obsolete_reason(static_cast<bhttp::status>(status)).data();
+}
+
+std::string Header(int status, const std::string& content_type, const HttpHeaders& headers, const std::string& extra) {
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
+  out += "Content-Type: " + content_type + "\r\nServer: tachyon\r\n";
+  for (const auto& [name, value] : headers) {
+    // A header value from elsewhere (an upstream, a client's request id) cannot split the response.
+    if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos) {
+      continue;
+    }
+    out += name + ": " + value + "\r\n";
+  }
+  return out + extra + "\r\n";
+}
+
+// An OpenAI-shaped error answer to a request that could not be read; the connection then ends.
+std::string ErrorResponse(int status, const std::string& message, const std::string& code) {
+  std::string escaped;
+  for (char c : message) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+  }
+  const std::string body = "{\"error\":{\"message\":\"" + escaped +
+                           "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"" + code + "\"}}";
+  return Header(status, "application/json", {},
+                "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n") +
+         body;
+}
+
+// Appends one chunk of the chunked transfer coding.
+void AppendChunk(const std::string& data, std::string* out) {
+  char size[24];
+  char* end = size + sizeof(size);
+  char* at = end;
+  *--at = '\n';
+  *--at = '\r';
+  size_t n = data.size();
+  do {
+    *--at = "0123456789abcdef"[n & 15];
+    n >>= 4;
+  } while (n != 0);
+  out->append(at, static_cast<size_t>(end - at)).append(data).append("\r\n");
+}
+
+// The bytes of queued events, in order, up to and including the one that ends the
+// response (kRespond, kEnd) or the connection (kAbort); `connection` is the
+// Connection header line. Returns how many events it took.
+size_t Format(const std::vector<Event>& events, const std::string& connection, std::string* bytes, bool* last,
+              bool* abort) {
+  *last = *abort = false;
+  size_t taken = 0;
+  for (const Event& e : events) {
+    ++taken;
+    switch (e.kind) {
+      case Event::kRespond:
+        *bytes += Header(e.status, e.content_type, e.headers,
+                         "Content-Length: " + std::to_string(e.data.size()) + "\r\n" + connection) +
+                  e.data;
+        *last = true;
+        break;
+      case Event::kStart:
+        *bytes += Header(e.status, e.content_type, e.headers,
+                         "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n" +
+                             connection);
+        break;
+      case Event::kWrite:
+        if (!e.data.empty()) AppendChunk(e.data, bytes);  // an empty chunk would end the stream
+        break;
+      case Event::kBytes:
+        *bytes += e.data;
+        break;
+      case Event::kEnd:
+        *bytes += "0\r\n\r\n";
+        *last = true;
+        break;
+      case Event::kAbort:
+        *last = *abort = true;
+        break;
+    }
+    if (*last) break;
+  }
+  return taken;
+}
 
 class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_this<ConnectionWriter> {
  public:
-  ConnectionWriter(asio::any_io_executor executor, int64_t max_unsent)
-      : executor_(executor), timer_(executor), max_unsent_(max_unsent) {
+  // Made on the connection's I/O thread; `socket` is the connection's descriptor.
+  ConnectionWriter(asio::any_io_executor executor, int64_t max_unsent, int socket, bool keep_alive)
+      : executor_(executor),
+        timer_(executor),
+        max_unsent_(max_unsent),
+        socket_(socket),
+        io_thread_(std::this_thread::get_id()),
+        connection_(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n") {
     timer_.expires_at(std::chrono::steady_clock::time_point::max());
   }
+
+  const std::string& connection() const { return connection_; }
 
   void Respond(int status, const std::string& content_type, std::string body, HttpHeaders headers) override {
     Push({Event::kRespond, status, content_type, std::move(body), std::move(headers)});
@@ -77,20 +176,23 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
 
   // On the I/O thread: takes the queued events, waiting for one if there are none;
   // empty once the client is gone.
-  asio::awaitable<std::deque<Event>> Next() {
+  asio::awaitable<std::vector<Event>> Next() {
     while (true) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!events_.empty()) {
-          std::deque<Event> out;
+          std::vector<Event> out;
           out.swap(events_);
           co_return out;
         }
-        if (closed_.load()) co_return std::deque<Event>{};
+        if (closed_.load()) co_return std::vector<Event>{};
+        idle_ = true;
       }
       boost::system::error_code ec;
       co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       timer_.expires_at(std::chrono::steady_clock::time_point::max());
+      std::lock_guard<std::mutex> lock(mutex_);
+      idle_ = false;
     }
   }
 
@@ -126,75 +228,97 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
       return;
     }
     bool wake = false;
+    std::vector<Event> now;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       events_.push_back(std::move(event));
-      wake = !wake_pending_;
-      wake_pending_ = true;
+      // A chunk written on the I/O thread while the connection's coroutine waits for
+      // work goes out at once (with the head queued before it), not a turn of the loop
+      // later: the first chunk of a burst reaches the client before the rest of the
+      // burst is even parsed. Once a turn: the rest of a burst is one write.
+      if (events_.back().kind == Event::kWrite && idle_ && !sent_this_turn_ &&
+          std::this_thread::get_id() == io_thread_ &&
+          std::all_of(events_.begin(), events_.end(),
+                      [](const Event& e) { return e.kind == Event::kStart || e.kind == Event::kWrite; })) {
+        sent_this_turn_ = true;
+        now.swap(events_);
+      } else {
+        wake = !wake_pending_;
+        wake_pending_ = true;
+      }
+    }
+    if (!now.empty()) {
+      SendNow(std::move(now));
+      return;
     }
     // The wake-up runs on the I/O thread, after Next() has checked the queue or while
     // it waits; one is enough for a burst of events (Next takes them all).
-    if (wake) {
-      asio::post(executor_, [self = shared_from_this()] {
-        {
-          std::lock_guard<std::mutex> lock(self->mutex_);
-          self->wake_pending_ = false;
-        }
-        self->timer_.cancel();
-      });
+    if (wake) PostWake();
+  }
+
+  void PostWake() {
+    asio::post(executor_, [self = shared_from_this()] {
+      {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        self->wake_pending_ = false;
+      }
+      self->timer_.cancel();
+    });
+  }
+
+  // On the I/O thread, with the coroutine waiting in Next(): nothing else writes to
+  // the socket. What the socket does not take now goes back to the queue's front
+  // for the coroutine to write (its error, if any, is the coroutine's to handle).
+  void SendNow(std::vector<Event> events) {
+    std::string bytes;
+    bool last = false, abort = false;
+    Format(events, connection_, &bytes, &last, &abort);
+    int64_t counted = 0;
+    for (const Event& e : events) counted += Counted(e);
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::send(socket_, bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        break;
+      }
+      sent += static_cast<size_t>(n);
     }
+    asio::post(executor_, [self = shared_from_this()] {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      self->sent_this_turn_ = false;
+    });
+    if (sent == bytes.size()) {
+      Sent(counted);
+      return;
+    }
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.insert(events_.begin(), Event{Event::kBytes, 200, "", bytes.substr(sent), {}, counted});
+      wake = !wake_pending_;
+      wake_pending_ = true;
+    }
+    if (wake) PostWake();
   }
 
   asio::any_io_executor executor_;
   asio::steady_timer timer_;
   const int64_t max_unsent_;
+  const int socket_;
+  const std::thread::id io_thread_;
+  const std::string connection_;
   std::atomic<int64_t> unsent_{0};
   std::atomic<bool> overflowed_{false};
   std::mutex mutex_;
-  std::deque<Event> events_;
+  std::vector<Event> events_;
   std::function<void()> on_close_;
   bool finished_ = false;  // guarded by mutex_
   bool wake_pending_ = false;  // guarded by mutex_: a wake-up is posted and has not run
+  bool idle_ = false;  // guarded by mutex_: the coroutine waits in Next() (no write of its own under way)
+  bool sent_this_turn_ = false;  // guarded by mutex_: SendNow ran in this turn of the loop
   std::atomic<bool> closed_{false};
 };
-
-const char* ReasonPhrase(int status) {
-  return bhttp::obsolete_reason(static_cast<bhttp::status>(status)).data();
-}
-
-std::string Header(int status, const std::string& content_type, const HttpHeaders& headers, const std::string& extra) {
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
-  out += "Content-Type: " + content_type + "\r\nServer: tachyon\r\n";
-  for (const auto& [name, value] : headers) {
-    // A header value from elsewhere (an upstream, a client's request id) cannot split the response.
-    if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos) {
-      continue;
-    }
-    out += name + ": " + value + "\r\n";
-  }
-  return out + extra + "\r\n";
-}
-
-// An OpenAI-shaped error answer to a request that could not be read; the connection then ends.
-std::string ErrorResponse(int status, const std::string& message, const std::string& code) {
-  std::string escaped;
-  for (char c : message) {
-    if (c == '"' || c == '\\') escaped += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
-  }
-  const std::string body = "{\"error\":{\"message\":\"" + escaped +
-                           "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"" + code + "\"}}";
-  return Header(status, "application/json", {},
-                "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n") +
-         body;
-}
-
-// Appends one chunk of the chunked transfer coding.
-void AppendChunk(const std::string& data, std::string* out) {
-  char size[32];
-  const int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-  out->append(size, static_cast<size_t>(n)).append(data).append("\r\n");
-}
 
 }  // namespace
 
@@ -328,14 +452,15 @@ struct HttpServer::Impl {
         for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         request.headers[name] = std::string(field.value());
       }
-      auto writer = std::make_shared<ConnectionWriter>(stream.get_executor(), options.max_unsent_bytes);
+      auto writer = std::make_shared<ConnectionWriter>(stream.get_executor(), options.max_unsent_bytes,
+                                                       stream.socket().native_handle(), keep_alive);
       ++open_responses;
       // Bytes of a pipelined next request, if any, stay in `buffer`; with none there
       // the socket is watched for the client going away while the response is made.
       auto watching = std::make_shared<bool>(buffer.size() == 0);
       if (*watching) Watch(stream.socket(), writer, watching);
       handler(std::move(request), writer);
-      bool ok = co_await Respond(stream, *writer, keep_alive);
+      bool ok = co_await Respond(stream, *writer);
       *watching = false;
       writer->Finished();
       --open_responses;
@@ -362,42 +487,15 @@ struct HttpServer::Impl {
   }
 
   // Writes what the handler produces; false if the connection is done.
-  asio::awaitable<bool> Respond(beast::tcp_stream& stream, ConnectionWriter& writer, bool keep_alive) {
-    const std::string connection = keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  asio::awaitable<bool> Respond(beast::tcp_stream& stream, ConnectionWriter& writer) {
     boost::system::error_code ec;
     while (true) {
-      std::deque<Event> events = co_await writer.Next();
+      std::vector<Event> events = co_await writer.Next();
       if (events.empty()) co_return false;  // the client went away
       // Everything queued goes out in one write: a burst of chunks costs one system call.
       std::string bytes;
       bool last = false, abort = false;
-      for (Event& e : events) {
-        switch (e.kind) {
-          case Event::kRespond:
-            bytes += Header(e.status, e.content_type, e.headers,
-                            "Content-Length: " + std::to_string(e.data.size()) + "\r\n" + connection) +
-                     e.data;
-            last = true;
-            break;
-          case Event::kStart:
-            bytes += Header(e.status, e.content_type, e.headers,
-                            "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n" +
-                                connection);
-            break;
-          case Event::kWrite:
-            if (e.data.empty()) continue;  // an empty chunk would end the stream
-            AppendChunk(e.data, &bytes);
-            break;
-          case Event::kEnd:
-            bytes += "0\r\n\r\n";
-            last = true;
-            break;
-          case Event::kAbort:
-            last = abort = true;
-            break;
-        }
-        if (last) break;
-      }
+      Format(events, writer.connection(), &bytes, &last, &abort);
       // Written in slices, each with the write timeout: a client that reads slowly
       // gets all of it; one that takes no slice for that long is gone as far as we care.
       constexpr size_t kSlice = 64 << 10;
@@ -408,7 +506,7 @@ struct HttpServer::Impl {
       }
       stream.expires_never();
       int64_t queued = 0;
-      for (const Event& e : events) queued += static_cast<int64_t>(e.data.size());
+      for (const Event& e : events) queued += Counted(e);
       writer.Sent(queued);
       if (abort) {
         stream.socket().close(ec);

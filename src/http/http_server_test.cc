@@ -1,6 +1,8 @@
 // The real server over loopback, driven by curl (installed by scripts/setup).
 #include "http/http_server.h"
 
+#include "http/http_client.h"
+
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -102,6 +104,18 @@ class HttpServerTest : public ::testing::Test {
         }
         w->End();
       });
+    } else if (r.target == "/from-loop") {
+      // Written on the I/O thread 30 ms on, while its coroutine waits, as an upstream's chunks
+      // are: a first chunk larger than the socket takes at once, then small ones.
+      w->StartStream(200, "text/plain");
+      auto client = std::make_shared<HttpClient>(CurrentEventLoop(), HttpClientOptions{});
+      client->RunAt(std::chrono::steady_clock::now() + std::chrono::milliseconds(30), [client, w] {
+        w->Write(std::string(3 << 20, 'y'));
+        for (int i = 0; i < 10; ++i) w->Write("data: " + std::to_string(i) + "\n\n");
+        w->End();
+      });
+      std::lock_guard<std::mutex> lock(mutex_);
+      loop_clients_.push_back(client);
     } else if (r.target == "/stream") {
       // Written from another thread, as the engine does.
       w->StartStream(200, "text/event-stream");
@@ -122,6 +136,7 @@ class HttpServerTest : public ::testing::Test {
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::vector<std::shared_ptr<ResponseWriter>> pending_;
+  std::vector<std::shared_ptr<HttpClient>> loop_clients_;
   std::atomic<int> closed_pending_{0};
   std::atomic<bool> stop_flood_{false};
   std::atomic<int64_t> max_unsent_{0};
@@ -286,6 +301,19 @@ TEST_F(HttpServerTest, RunningOutOfFileDescriptorsDoesNotSpin) {
 
 // A stream whose client never reads: the connection is dropped once the unsent bytes
 // pass the bound (the handler's OnClose runs), and they never grow past it.
+// A chunk written on the I/O thread goes out at once; what the socket does not take
+// then is written after it, before anything queued later: every byte, in order.
+TEST_F(HttpServerTest, ChunksWrittenOnTheIoThreadArriveWholeAndInOrder) {
+  Restart({.port = 0, .socket_send_buffer_bytes = 64 << 10});
+  std::string expected(3 << 20, 'y');
+  for (int i = 0; i < 10; ++i) expected += "data: " + std::to_string(i) + "\n\n";
+  for (int round = 0; round < 3; ++round) {
+    const std::string out = Curl("-N " + base_ + "/from-loop");
+    ASSERT_EQ(out.size(), expected.size());
+    EXPECT_TRUE(out == expected) << "round " << round;
+  }
+}
+
 TEST_F(HttpServerTest, AReaderThatNeverReadsIsDroppedAtTheUnsentBound) {
   Restart({.port = 0, .write_timeout_seconds = 60, .max_unsent_bytes = 1 << 20});
   const int fd = Connect(server_->port());

@@ -1,5 +1,7 @@
 #include "api/openai.h"
 
+#include "api/json_parse.h"
+
 #include <nlohmann/json.hpp>
 
 namespace tachyon {
@@ -122,7 +124,7 @@ std::string ErrorMessageOf(const std::string& body) {
 }
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view text, Endpoint endpoint) {
-  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json body = ParseJson(text);
   // Every read below checks the type first; this is the net under them, so that
   // no request can make the parser throw past its caller.
   try {

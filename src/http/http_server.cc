@@ -100,6 +100,9 @@ void AppendChunk(const std::string& data, std::string* out) {
 size_t Format(const std::vector<Event>& events, const std::string& connection, std::string* bytes, bool* last,
               bool* abort) {
   *last = *abort = false;
+  size_t size = bytes->size() + 512;
+  for (const Event& e : events) size += e.data.size() + 24;
+  bytes->reserve(size);
   size_t taken = 0;
   for (const Event& e : events) {
     ++taken;
@@ -183,6 +186,7 @@ class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_t
         if (!events_.empty()) {
           std::vector<Event> out;
           out.swap(events_);
+          events_.reserve(out.size());
           co_return out;
         }
         if (closed_.load()) co_return std::vector<Event>{};

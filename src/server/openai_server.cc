@@ -191,7 +191,8 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, 
 std::string OpenAiServer::RequestId(const HttpRequest& request) {
   auto it = request.headers.find("x-request-id");
   if (it != request.headers.end() && UsableRequestId(it->second)) return it->second;
-  return "req-" + std::to_string(::getpid()) + "-" + std::to_string(next_id_.fetch_add(1));
+  static const std::string prefix = "req-" + std::to_string(::getpid()) + "-";
+  return prefix + std::to_string(next_id_.fetch_add(1));
 }
 
 void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer) {

@@ -1,0 +1,54 @@
+#include "api/json_parse.h"
+
+#include <simdjson.h>
+
+#include <string>
+
+namespace tachyon {
+namespace {
+
+nlohmann::json Convert(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::OBJECT: {
+      nlohmann::json out = nlohmann::json::object();
+      for (simdjson::dom::key_value_pair field : simdjson::dom::object(e)) {
+        out[std::string(field.key)] = Convert(field.value);  // a repeated key: the last one, as nlohmann keeps it
+      }
+      return out;
+    }
+    case simdjson::dom::element_type::ARRAY: {
+      nlohmann::json out = nlohmann::json::array();
+      for (simdjson::dom::element item : simdjson::dom::array(e)) out.push_back(Convert(item));
+      return out;
+    }
+    case simdjson::dom::element_type::STRING:
+      return std::string(std::string_view(e));
+    case simdjson::dom::element_type::INT64:
+      return int64_t(e);
+    case simdjson::dom::element_type::UINT64:
+      return uint64_t(e);
+    case simdjson::dom::element_type::DOUBLE:
+      return double(e);
+    case simdjson::dom::element_type::BOOL:
+      return bool(e);
+    case simdjson::dom::element_type::NULL_VALUE:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json ParseJson(std::string_view text) {
+  if (text.size() <= kSimdJsonMaxBytes) {
+    thread_local simdjson::dom::parser parser;
+    thread_local std::string padded;
+    padded.assign(text.begin(), text.end());
+    padded.resize(text.size() + simdjson::SIMDJSON_PADDING, '\0');
+    simdjson::dom::element root;
+    if (parser.parse(padded.data(), text.size(), false).get(root) == simdjson::SUCCESS) return Convert(root);
+  }
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace tachyon

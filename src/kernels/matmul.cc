@@ -8,7 +8,10 @@
 #include "kernels/ref/kquants.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quantize.h"
+#include "kernels/ref/unpack.h"
+#include "kernels/ref/unpacked_quants.h"
 #include "kernels/x86/dot_avx2.h"
+#include "kernels/x86/unpacked_avx2.h"
 
 namespace tachyon {
 namespace {
@@ -42,6 +45,25 @@ float DotU16Adapter(const void* w, const void* x, int64_t n) {
   return F(static_cast<const uint16_t*>(w), static_cast<const float*>(x), n);
 }
 
+template <GgmlType T>
+float RefUnpackedDotOf(const void* w, const void* x, int64_t n) {
+  return ref::DotUnpacked(T, w, x, n);
+}
+
+DotFn RefUnpackedDot(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_1: return RefUnpackedDotOf<GgmlType::kQ4_1>;
+    case GgmlType::kQ5_0: return RefUnpackedDotOf<GgmlType::kQ5_0>;
+    case GgmlType::kQ5_1: return RefUnpackedDotOf<GgmlType::kQ5_1>;
+    case GgmlType::kIQ4_NL: return RefUnpackedDotOf<GgmlType::kIQ4_NL>;
+    case GgmlType::kQ2_K: return RefUnpackedDotOf<GgmlType::kQ2_K>;
+    case GgmlType::kQ3_K: return RefUnpackedDotOf<GgmlType::kQ3_K>;
+    case GgmlType::kQ5_K: return RefUnpackedDotOf<GgmlType::kQ5_K>;
+    case GgmlType::kIQ4_XS: return RefUnpackedDotOf<GgmlType::kIQ4_XS>;
+    default: return nullptr;
+  }
+}
+
 Kernel SelectKernel(GgmlType type, KernelPath path) {
   const bool simd = path == KernelPath::kAuto && CpuHasAvx2();
   switch (type) {
@@ -61,7 +83,13 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
       return {simd ? avx2::DotQ4_KQ8_K : ref::DotQ4_KQ8_K, A::kQ8_K, simd ? avx2::DotQ4_KQ8_Kx4 : nullptr};
     case GgmlType::kQ6_K:
       return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K, simd ? avx2::DotQ6_KQ8_Kx4 : nullptr};
-    default: CHECK(false) << "MatMul has no kernel for " << GgmlTypeName(type); return {};
+    default: {
+      // The formats computed through unpacking (ref/unpacked_quants.h).
+      const A activations = ref::FindUnpack32(type) != nullptr ? A::kQ8_0 : A::kQ8_K;
+      CHECK(ref::IsUnpackedType(type)) << "MatMul has no kernel for " << GgmlTypeName(type);
+      if (simd) return {avx2::FindUnpackedDot(type), activations, avx2::FindUnpackedDot4(type)};
+      return {RefUnpackedDot(type), activations};
+    }
   }
 }
 
@@ -104,7 +132,7 @@ bool IsMatMulType(GgmlType type) {
     case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_K: case GgmlType::kQ6_K:
       return true;
     default:
-      return false;
+      return ref::IsUnpackedType(type);
   }
 }
 

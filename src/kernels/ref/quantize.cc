@@ -8,6 +8,7 @@
 #include "kernels/block_formats.h"
 #include "kernels/fp16.h"
 #include "kernels/ref/kquants.h"
+#include "kernels/ref/unpacked_quants.h"
 
 namespace tachyon::ref {
 
@@ -89,7 +90,7 @@ bool CanQuantizeTo(GgmlType type) {
     case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_K: case GgmlType::kQ6_K:
       return true;
     default:
-      return false;
+      return IsUnpackedType(type);
   }
 }
 
@@ -112,7 +113,9 @@ void QuantizeRow(GgmlType type, const float* x, void* out, int64_t n) {
     case GgmlType::kQ4_0: QuantizeRowQ4_0(x, out, n); return;
     case GgmlType::kQ4_K: QuantizeRowQ4_K(x, out, n); return;
     case GgmlType::kQ6_K: QuantizeRowQ6_K(x, out, n); return;
-    default: CHECK(false) << "no reference quantizer for " << GgmlTypeName(type);
+    default:
+      CHECK(IsUnpackedType(type)) << "no reference quantizer for " << GgmlTypeName(type);
+      QuantizeRowUnpacked(type, x, out, n);
   }
 }
 
@@ -135,7 +138,9 @@ void DequantizeRow(GgmlType type, const void* in, float* y, int64_t n) {
     case GgmlType::kQ4_0: DequantizeRowQ4_0(in, y, n); return;
     case GgmlType::kQ4_K: DequantizeRowQ4_K(in, y, n); return;
     case GgmlType::kQ6_K: DequantizeRowQ6_K(in, y, n); return;
-    default: CHECK(false) << "no reference dequantizer for " << GgmlTypeName(type);
+    default:
+      CHECK(IsUnpackedType(type)) << "no reference dequantizer for " << GgmlTypeName(type);
+      DequantizeRowUnpacked(type, in, y, n);
   }
 }
 

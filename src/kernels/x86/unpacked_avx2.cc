@@ -1,0 +1,205 @@
+// Compiled with -mavx2 -mfma -mf16c; see dot_avx2.cc for why nothing inline is
+// shared with the rest of the code (the templates here have internal linkage).
+#include "kernels/x86/unpacked_avx2.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/block_formats.h"
+#include "kernels/ref/unpack.h"
+
+namespace tachyon::avx2 {
+namespace {
+
+float HorizontalSum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+int32_t HorizontalSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Pairwise int8 products of w and x, summed in pairs: 16 int16. The sign goes onto
+// w: |x| as an unsigned byte holds 128 (Q8_K activations reach -128), while w, never
+// -128 in these formats, can be negated.
+__m256i PairProducts(__m256i w, __m256i x) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
+}
+
+// The 16 packed nibbles of a 32-block: low nibbles (values 0..15), then high (16..31).
+__m256i Nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
+}
+
+// Bit i of the little-endian uint32 at qh, as 0x10 in byte i (0 where clear).
+__m256i FifthBits(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof(qh));
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// A 32-block as signed int8 values with x = d * q + m.
+struct Block32 {
+  __m256i q;
+  float d, m;
+};
+
+struct Q4_1 {
+  static constexpr size_t kBytes = sizeof(BlockQ4_1);
+  static Block32 Unpack(const uint8_t* p) {
+    const BlockQ4_1& b = *reinterpret_cast<const BlockQ4_1*>(p);
+    return {Nibbles(b.qs), _cvtsh_ss(b.d), _cvtsh_ss(b.m)};
+  }
+};
+struct Q5_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ5_0);
+  static Block32 Unpack(const uint8_t* p) {
+    const BlockQ5_0& b = *reinterpret_cast<const BlockQ5_0*>(p);
+    const __m256i q = _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh));
+    return {_mm256_sub_epi8(q, _mm256_set1_epi8(16)), _cvtsh_ss(b.d), 0.0f};
+  }
+};
+struct Q5_1 {
+  static constexpr size_t kBytes = sizeof(BlockQ5_1);
+  static Block32 Unpack(const uint8_t* p) {
+    const BlockQ5_1& b = *reinterpret_cast<const BlockQ5_1*>(p);
+    return {_mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh)), _cvtsh_ss(b.d), _cvtsh_ss(b.m)};
+  }
+};
+struct IQ4_NL {
+  static constexpr size_t kBytes = sizeof(BlockIQ4_NL);
+  static Block32 Unpack(const uint8_t* p) {
+    const BlockIQ4_NL& b = *reinterpret_cast<const BlockIQ4_NL*>(p);
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+    return {_mm256_shuffle_epi8(_mm256_set_m128i(table, table), Nibbles(b.qs)), _cvtsh_ss(b.d), 0.0f};
+  }
+};
+
+// One unpacked 32-block against one Q8_0 block, added to acc.
+__m256 Accumulate32(const Block32& w, const BlockQ8_0& x, __m256 acc) {
+  const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
+  const __m256i ones = _mm256_set1_epi16(1);
+  const float dx = _cvtsh_ss(x.d);
+  const __m256i dot = _mm256_madd_epi16(PairProducts(w.q, xq), ones);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(w.d * dx), acc);
+  if (w.m != 0.0f) {
+    const __m256i sum_x = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), ones);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_x), _mm256_set1_ps(w.m * dx), acc);
+  }
+  return acc;
+}
+
+template <typename F>
+float Dot32(const void* w, const void* x, int64_t n) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) acc = Accumulate32(F::Unpack(wb + b * F::kBytes), xb[b], acc);
+  return HorizontalSum(acc);
+}
+
+template <typename F>
+void Dot32x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_0* xb[4];
+  for (int k = 0; k < 4; ++k) xb[k] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + k * x_stride);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const Block32 u = F::Unpack(wb + b * F::kBytes);
+    for (int k = 0; k < 4; ++k) acc[k] = Accumulate32(u, xb[k][b], acc[k]);
+  }
+  for (int k = 0; k < 4; ++k) out[k] = HorizontalSum(acc[k]);
+}
+
+// One unpacked super-block against one Q8_K block: d * dx * sum_g scale_g (q . x)_g
+// - dmin * dx * sum_g min_g bsum_g.
+float Dot256Block(const ref::Unpacked256& u, const BlockQ8_K& x) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int k = 0; k < 8; ++k) {
+    const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q + 32 * k));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * k));
+    const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(u.scale[2 * k + 1]), _mm_set1_epi16(u.scale[2 * k]));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(PairProducts(q, xq), scales));
+  }
+  float sum = u.d * x.d * static_cast<float>(HorizontalSumI32(acc));
+  if (u.has_min) {
+    const __m256i mins = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.min));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+    sum -= u.dmin * x.d * static_cast<float>(HorizontalSumI32(_mm256_madd_epi16(mins, bsums)));
+  }
+  return sum;
+}
+
+template <ref::Unpack256Fn Unpack, size_t kBytes>
+float Dot256(const void* w, const void* x, int64_t n) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
+  ref::Unpacked256 u;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    Unpack(wb + b * kBytes, &u);
+    sum += Dot256Block(u, xb[b]);
+  }
+  return sum;
+}
+
+template <ref::Unpack256Fn Unpack, size_t kBytes>
+void Dot256x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_K* xb[4];
+  for (int k = 0; k < 4; ++k) xb[k] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + k * x_stride);
+  ref::Unpacked256 u;
+  float sum[4] = {0, 0, 0, 0};
+  for (int64_t b = 0; b < n / 256; ++b) {
+    Unpack(wb + b * kBytes, &u);
+    for (int k = 0; k < 4; ++k) sum[k] += Dot256Block(u, xb[k][b]);
+  }
+  for (int k = 0; k < 4; ++k) out[k] = sum[k];
+}
+
+}  // namespace
+
+UnpackedDotFn FindUnpackedDot(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_1: return Dot32<Q4_1>;
+    case GgmlType::kQ5_0: return Dot32<Q5_0>;
+    case GgmlType::kQ5_1: return Dot32<Q5_1>;
+    case GgmlType::kIQ4_NL: return Dot32<IQ4_NL>;
+    case GgmlType::kQ2_K: return Dot256<ref::UnpackQ2_K, sizeof(BlockQ2_K)>;
+    case GgmlType::kQ3_K: return Dot256<ref::UnpackQ3_K, sizeof(BlockQ3_K)>;
+    case GgmlType::kQ5_K: return Dot256<ref::UnpackQ5_K, sizeof(BlockQ5_K)>;
+    case GgmlType::kIQ4_XS: return Dot256<ref::UnpackIQ4_XS, sizeof(BlockIQ4_XS)>;
+    default: return nullptr;
+  }
+}
+
+UnpackedDot4Fn FindUnpackedDot4(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_1: return Dot32x4<Q4_1>;
+    case GgmlType::kQ5_0: return Dot32x4<Q5_0>;
+    case GgmlType::kQ5_1: return Dot32x4<Q5_1>;
+    case GgmlType::kIQ4_NL: return Dot32x4<IQ4_NL>;
+    case GgmlType::kQ2_K: return Dot256x4<ref::UnpackQ2_K, sizeof(BlockQ2_K)>;
+    case GgmlType::kQ3_K: return Dot256x4<ref::UnpackQ3_K, sizeof(BlockQ3_K)>;
+    case GgmlType::kQ5_K: return Dot256x4<ref::UnpackQ5_K, sizeof(BlockQ5_K)>;
+    case GgmlType::kIQ4_XS: return Dot256x4<ref::UnpackIQ4_XS, sizeof(BlockIQ4_XS)>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tachyon::avx2

@@ -1,0 +1,22 @@
+// AVX2 dot products for the formats of ref/unpacked_quants.h: Q4_1, Q5_0, Q5_1,
+// IQ4_NL against Q8_0 activations; Q2_K, Q3_K, Q5_K, IQ4_XS against Q8_K. The
+// 32-blocks are unpacked in registers; the super-blocks by ref::Unpack*, once a
+// block, whose integers then meet 1 or 4 activation rows. Call only when
+// CpuHasAvx2(); checked against the reference in unpacked_avx2_test.cc.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/ggml_type.h"
+
+namespace tachyon::avx2 {
+
+using UnpackedDotFn = float (*)(const void* w, const void* x, int64_t n);
+using UnpackedDot4Fn = void (*)(const void* w, const void* x, int64_t x_stride, int64_t n, float* out);
+
+// The kernels of a type (null for the other types). The 4-row kernel's out[k] is
+// bit-identical to the 1-row kernel on row k.
+UnpackedDotFn FindUnpackedDot(GgmlType type);
+UnpackedDot4Fn FindUnpackedDot4(GgmlType type);
+
+}  // namespace tachyon::avx2

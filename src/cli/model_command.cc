@@ -277,8 +277,9 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       "e.g. tachyon model gen --shape llama-1b --type q4_0 --out /tmp/m.gguf");
   gen->add_option("--shape", gen_flags->shape, "Model shape (see --list)");
   gen->add_option("--type", gen_flags->type,
-                  "Weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, or q4_k_m "
-                  "(llama.cpp's Q4_K/Q6_K mix); norms stay f32")
+                  "Weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
+                  "iq4_xs, q4_k, or one of llama.cpp's k-quant mixes q2_k, q3_k_s, q3_k_m, q3_k_l, "
+                  "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k; norms stay f32")
       ->capture_default_str();
   gen->add_option("--seed", gen_flags->seed, "Seed; the same seed writes a byte-identical file")
       ->capture_default_str();
@@ -297,7 +298,9 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   quantize->add_option("in", quantize_flags->in, "Input GGUF model")->required();
   quantize->add_option("out", quantize_flags->out, "Output GGUF path")->required();
   quantize->add_option("--type", quantize_flags->type,
-                       "q8_0, q4_0, q4_k, q6_k, q4_k_m (llama.cpp's mix), f16, bf16 or f32")
+                       "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q4_k (every matrix "
+                       "that type), or a k-quant mix as llama.cpp mixes it: q2_k, q3_k_s, q3_k_m, q3_k_l, "
+                       "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k")
       ->required();
   quantize->add_option("--threads", quantize_flags->threads, "Worker threads")->capture_default_str();
   quantize->callback([quantize_flags, exit_code] { *exit_code = RunQuantize(*quantize_flags); });

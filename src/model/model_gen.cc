@@ -148,7 +148,8 @@ std::vector<TensorPlan> PlanTensors(const ModelShape& shape, const QuantScheme& 
                                     .num_dims = static_cast<int>(t.shape.size()),
                                     .layer = LayerOfTensor(t.name),
                                     .num_layers = static_cast<int>(shape.n_layer),
-                                    .is_output = is_output});
+                                    .is_output = is_output,
+                                    .gqa = static_cast<int>(shape.n_head / std::max<int64_t>(1, shape.n_head_kv))});
   }
   return plan;
 }

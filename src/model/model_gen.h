@@ -23,7 +23,7 @@ namespace tachyon {
 
 struct ModelGenOptions {
   const ModelShape* shape = nullptr;
-  QuantScheme scheme = {"f16", GgmlType::kF16, false, 1};  // types of the matrices; 1-D tensors stay F32
+  QuantScheme scheme = {"f16", GgmlType::kF16, QuantMix::kPure, 1};  // types of the matrices; 1-D tensors stay F32
   uint64_t seed = 0;
   std::string vocab_path;  // GGUF whose tokenizer.* keys are copied; empty: built-in byte vocab
   std::string out_path;

@@ -223,12 +223,52 @@ TEST(QuantSchemeTest, Q4KMMixesLikeLlamaCpp) {
   EXPECT_EQ(type("blk.4.ffn_down.weight", 8192, 4), GgmlType::kQ6_K) << "(4 - 2) % 3 == 2";
   EXPECT_EQ(type("blk.3.ffn_down.weight", 8192, 3), GgmlType::kQ4_K);
   EXPECT_EQ(type("blk.3.attn_q.weight", 2048, 3), GgmlType::kQ4_K);
-  EXPECT_EQ(type("blk.3.attn_q.weight", 576, 3), GgmlType::kQ4_0) << "576 is not a multiple of 256";
+  EXPECT_EQ(type("blk.3.attn_q.weight", 576, 3), GgmlType::kQ5_0) << "576 is not a multiple of 256";
   EXPECT_EQ(type("output.weight", 576, -1, true), GgmlType::kQ8_0);
   EXPECT_EQ(TensorTypeFor(m, {.name = "blk.0.attn_norm.weight", .row_length = 2048, .num_dims = 1}),
             GgmlType::kF32);
   EXPECT_EQ(LayerOfTensor("blk.12.attn_k.weight"), 12);
   EXPECT_EQ(LayerOfTensor("token_embd.weight"), -1);
+}
+
+// The other mixes, rule by rule (llama.cpp's llama_tensor_get_type for a 16-layer
+// Llama with 4 query heads per KV head); on llama-tiny-f32.gguf llama-quantize gave
+// every tensor the type these rules give (Q2_K, Q3_K_S, Q3_K_M, Q5_K_M, Q6_K).
+TEST(QuantSchemeTest, KQuantMixesLikeLlamaCpp) {
+  auto type = [&](const char* mix, std::string_view name, int64_t ne0, int layer, bool output = false) {
+    return TensorTypeFor(*ParseQuantScheme(mix), {.name = name, .row_length = ne0, .num_dims = 2, .layer = layer,
+                                                  .num_layers = 16, .is_output = output, .gqa = 4});
+  };
+  using T = GgmlType;
+  EXPECT_EQ(type("q3_k_m", "output.weight", 2048, -1, true), T::kQ6_K);
+  EXPECT_EQ(type("q3_k_m", "blk.1.attn_v.weight", 2048, 1), T::kQ5_K) << "the first two layers";
+  EXPECT_EQ(type("q3_k_m", "blk.2.attn_v.weight", 2048, 2), T::kQ4_K);
+  EXPECT_EQ(type("q3_k_m", "blk.0.ffn_down.weight", 8192, 0), T::kQ5_K) << "the first sixteenth";
+  EXPECT_EQ(type("q3_k_m", "blk.1.ffn_down.weight", 8192, 1), T::kQ4_K);
+  EXPECT_EQ(type("q3_k_m", "blk.5.attn_output.weight", 2048, 5), T::kQ4_K);
+  EXPECT_EQ(type("q3_k_m", "blk.5.attn_q.weight", 2048, 5), T::kQ3_K);
+  EXPECT_EQ(type("q3_k_m", "blk.5.ffn_down.weight", 704, 5), T::kQ5_0) << "Q4_K falls back to Q5_0";
+  EXPECT_EQ(type("q3_k_m", "blk.5.ffn_up.weight", 704, 5), T::kIQ4_NL) << "Q3_K falls back to IQ4_NL";
+  EXPECT_EQ(type("q5_k_m", "blk.0.attn_v.weight", 2048, 0), T::kQ6_K);
+  EXPECT_EQ(type("q5_k_m", "blk.3.attn_v.weight", 2048, 3), T::kQ5_K);
+  EXPECT_EQ(type("q5_k_m", "blk.4.ffn_down.weight", 8192, 4), T::kQ6_K) << "(4 - 2) % 3 == 2";
+  EXPECT_EQ(type("q5_k_m", "blk.4.ffn_gate.weight", 704, 4), T::kQ5_1) << "Q5_K falls back to Q5_1";
+  EXPECT_EQ(type("q2_k", "blk.4.attn_v.weight", 2048, 4), T::kQ4_K) << "4 query heads per KV head";
+  EXPECT_EQ(TensorTypeFor(*ParseQuantScheme("q2_k"), {.name = "blk.4.attn_v.weight", .row_length = 2048,
+                                                      .num_dims = 2, .layer = 4, .num_layers = 16, .gqa = 1}),
+            T::kQ3_K);
+  EXPECT_EQ(type("q2_k", "blk.4.ffn_down.weight", 8192, 4), T::kQ3_K);
+  EXPECT_EQ(type("q2_k", "blk.4.attn_output.weight", 2048, 4), T::kQ3_K);
+  EXPECT_EQ(type("q2_k", "blk.4.ffn_up.weight", 2048, 4), T::kQ2_K);
+  EXPECT_EQ(type("q4_k_s", "blk.3.attn_v.weight", 2048, 3), T::kQ5_K);
+  EXPECT_EQ(type("q4_k_s", "blk.4.attn_v.weight", 2048, 4), T::kQ4_K);
+  EXPECT_EQ(type("q3_k_l", "blk.9.ffn_down.weight", 8192, 9), T::kQ5_K);
+  EXPECT_EQ(type("q6_k", "blk.9.ffn_down.weight", 8192, 9), T::kQ6_K);
+  EXPECT_EQ(type("q6_k", "output.weight", 576, -1, true), T::kQ8_0);
+  EXPECT_EQ(type("iq4_xs", "blk.9.ffn_down.weight", 8192, 9), T::kIQ4_XS) << "a pure type";
+  EXPECT_EQ(type("iq4_xs", "blk.9.ffn_down.weight", 704, 9), T::kIQ4_NL);
+  EXPECT_EQ(ParseQuantScheme("Q3_K_M")->file_type, 12u);
+  EXPECT_EQ(ParseQuantScheme("q5_k_m")->file_type, 17u);
 }
 
 TEST(ModelShapeTest, ParameterCountsOfRealModels) {

@@ -18,9 +18,12 @@ StatusOr<QuantizeResult> QuantizeModel(const std::string& in_path, const std::st
   if (in_path == out_path) return InvalidArgumentError("the output must be another file than the input");
   ASSIGN_OR_RETURN(GgufFile in, GgufFile::Open(in_path));
   const bool has_output = in.FindTensor("output.weight") != nullptr;
-  int num_layers = 0;
+  int num_layers = 0, gqa = 1;
   if (auto arch = in.GetString("general.architecture"); arch.ok()) {
     if (auto n = in.GetUint(*arch + ".block_count"); n.ok()) num_layers = static_cast<int>(*n);
+    auto heads = in.GetUint(*arch + ".attention.head_count");
+    auto kv_heads = in.GetUint(*arch + ".attention.head_count_kv");
+    if (heads.ok() && kv_heads.ok() && *kv_heads > 0) gqa = static_cast<int>(*heads / *kv_heads);
   }
 
   GgufWriter writer(in.alignment());
@@ -42,7 +45,8 @@ StatusOr<QuantizeResult> QuantizeModel(const std::string& in_path, const std::st
                                       .num_dims = static_cast<int>(t.shape.size()),
                                       .layer = LayerOfTensor(t.name),
                                       .num_layers = num_layers,
-                                      .is_output = is_output});
+                                      .is_output = is_output,
+                                      .gqa = gqa});
     } else if (t.shape.size() >= 2) {
       return UnimplementedError("tensor " + t.name + " has type " + GgmlTypeName(t.type) +
                                 ", which Tachyon cannot read yet");

@@ -49,6 +49,60 @@ TEST(ModelQuantizeTest, ReproducesLlamaCppPureQuantization) {
   }
 }
 
+// The logits after 8 tokens of a model file.
+std::vector<float> LogitsOf(const std::string& path) {
+  auto model = std::move(Model::Load(path)).value();
+  KvBuffer kv(model->config(), 16, 1);
+  std::vector<int32_t> table = {0};
+  ForwardBatch batch;
+  for (int i = 0; i < 8; ++i) {
+    batch.tokens.push_back(TokenId(i * 31 % 258));
+    batch.positions.push_back(i);
+    batch.sequence_index.push_back(0);
+  }
+  batch.sequences.push_back({table.data(), 1});
+  batch.logit_tokens.push_back(7);
+  ThreadPool pool(2);
+  return model->Forward(batch, kv, pool);
+}
+
+double RelativeError(const std::vector<float>& reference, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    diff += (reference[i] - b[i]) * (reference[i] - b[i]);
+    norm += reference[i] * reference[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// Every type and k-quant mix people download: the file loads, runs, and its logits
+// stay as close to the F32 model's as its bits allow.
+TEST(ModelQuantizeTest, EveryTypeAndMixRunsCloseToF32) {
+  const ModelShape& tiny = *FindModelShape("tiny");
+  std::string f32 = TempPath("mix_src.gguf");
+  ASSERT_TRUE(GenerateRandomModel({.shape = &tiny, .scheme = PureScheme(GgmlType::kF32), .seed = 6, .out_path = f32}).ok());
+  const std::vector<float> reference = LogitsOf(f32);
+  std::map<std::string, double> errors;
+  for (const char* type : {"q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q5_k_s", "q5_k_m", "q6_k", "q4_1",
+                           "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q8_0"}) {
+    std::string path = TempPath(std::string("mix_") + type + ".gguf");
+    StatusOr<QuantizeResult> result = QuantizeModel(f32, path, *ParseQuantScheme(type), 2);
+    ASSERT_TRUE(result.ok()) << type << ": " << result.status().ToString();
+    errors[type] = RelativeError(reference, LogitsOf(path));
+    std::printf("%s: relative logit error %.4f\n", type, errors[type]);
+    std::filesystem::remove(path);
+  }
+  EXPECT_LT(errors["q3_k_m"], errors["q2_k"]);
+  EXPECT_LT(errors["q5_k_m"], errors["q3_k_m"]);
+  EXPECT_LT(errors["q6_k"], errors["q5_k_m"]);
+  EXPECT_LT(errors["q8_0"], errors["q6_k"]);
+  EXPECT_LT(errors["q5_1"], errors["q4_1"]);
+  EXPECT_LT(errors["q5_0"], errors["iq4_nl"]);
+  // 2 and 3 bits a weight (q2_k, q3_k_s) are coarse; the rest stay within what 4 bits give.
+  for (const auto& [type, error] : errors) EXPECT_LT(error, type == "q2_k" || type == "q3_k_s" ? 0.6 : 0.33) << type;
+  std::filesystem::remove(f32);
+}
+
 TEST(ModelQuantizeTest, Q4KMModelRunsCloseToF32) {
   const ModelShape& tiny = *FindModelShape("tiny");
   std::string f32 = TempPath("quant_src.gguf"), q = TempPath("quant_q4km.gguf");
@@ -63,35 +117,12 @@ TEST(ModelQuantizeTest, Q4KMModelRunsCloseToF32) {
   EXPECT_EQ(file->FindTensor("blk.0.attn_v.weight")->type, GgmlType::kQ4_K);
   EXPECT_EQ(file->FindTensor("blk.3.attn_v.weight")->type, GgmlType::kQ6_K);
   EXPECT_EQ(file->FindTensor("blk.3.ffn_down.weight")->type, GgmlType::kQ8_0) << "704-long rows: Q6_K falls back";
-  EXPECT_EQ(file->FindTensor("blk.0.ffn_down.weight")->type, GgmlType::kQ4_0) << "704-long rows: Q4_K falls back";
+  EXPECT_EQ(file->FindTensor("blk.0.ffn_down.weight")->type, GgmlType::kQ5_0) << "704-long rows: Q4_K falls back";
   EXPECT_EQ(file->FindTensor("blk.0.attn_norm.weight")->type, GgmlType::kF32);
   EXPECT_EQ(*file->GetUint("general.file_type"), 15u);
 
-  auto logits_of = [](const std::string& path) {
-    auto model = std::move(Model::Load(path)).value();
-    KvBuffer kv(model->config(), 16, 1);
-    std::vector<int32_t> table = {0};
-    ForwardBatch batch;
-    for (int i = 0; i < 8; ++i) {
-      batch.tokens.push_back(TokenId(i * 31 % 258));
-      batch.positions.push_back(i);
-      batch.sequence_index.push_back(0);
-    }
-    batch.sequences.push_back({table.data(), 1});
-    batch.logit_tokens.push_back(7);
-    ThreadPool pool(2);
-    return model->Forward(batch, kv, pool);
-  };
-  const std::vector<float> reference = logits_of(f32);
-  auto relative_error = [&](const std::string& path) {
-    std::vector<float> b = logits_of(path);
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < reference.size(); ++i) {
-      diff += (reference[i] - b[i]) * (reference[i] - b[i]);
-      norm += reference[i] * reference[i];
-    }
-    return std::sqrt(diff / norm);
-  };
+  const std::vector<float> reference = LogitsOf(f32);
+  auto relative_error = [&](const std::string& path) { return RelativeError(reference, LogitsOf(path)); };
   std::map<std::string, double> errors;
   for (const char* type : {"q8_0", "q6_k", "q4_0", "q4_k"}) {
     std::string path = TempPath(std::string("quant_") + type + ".gguf");

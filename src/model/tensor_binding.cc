@@ -19,8 +19,14 @@ Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, i
                                 t->ShapeString());
   }
   if (!IsMatMulType(t->type)) {
+    std::string computed;
+    for (uint32_t id = 0; id < 64; ++id) {
+      if (FindGgmlTypeTraits(id) != nullptr && IsMatMulType(static_cast<GgmlType>(id))) {
+        computed += (computed.empty() ? "" : ", ") + std::string(FindGgmlTypeTraits(id)->name);
+      }
+    }
     return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) +
-                              ", which Tachyon cannot compute with yet (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                              ", which Tachyon cannot compute with yet (" + computed + ")");
   }
   *out = {t->type, t->data, rows, cols};
   return Status::Ok();

@@ -148,9 +148,9 @@ TEST(CliTest, QuantizeThenRun) {
   CommandResult run = RunTachyon("run --model " + out + " -p 'Once upon a time' -n 8 --temp 0");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
-  CommandResult bad = RunTachyon("model quantize " + models + "/stories260K.gguf " + out + " --type q5_0");
+  CommandResult bad = RunTachyon("model quantize " + models + "/stories260K.gguf " + out + " --type iq2_xxs");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("unknown type 'q5_0'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("unknown type 'iq2_xxs'"), std::string::npos) << bad.err;
   fs::remove(out);
 }
 

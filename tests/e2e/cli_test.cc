@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -133,6 +135,36 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   EXPECT_EQ(absent.exit_code, 1);
   EXPECT_NE(absent.err.find("No such file"), std::string::npos) << absent.err;
   fs::remove(corrupt);
+}
+
+// A k-quant mix of the llama-tiny fixture against the F32 file: more bits, closer
+// distributions; a model against itself is KL 0 with every top token the same.
+TEST(CliTest, QuantizeThenCompare) {
+  std::string models = SharedDir() + "/fixtures/models";
+  if (!fs::exists(models + "/llama-tiny-f32.gguf")) GTEST_SKIP() << models << " is absent (needs ../shared)";
+  const std::string f32 = models + "/llama-tiny-f32.gguf";
+  std::map<std::string, double> kl;
+  for (const char* type : {"q3_k_m", "q5_k_m"}) {
+    std::string out = TempPath(std::string("e2e_compare_") + type + ".gguf");
+    CommandResult q = RunTachyon("model quantize " + f32 + " " + out + " --type " + type);
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    CommandResult c = RunTachyon("model compare " + f32 + " " + out + " --tokens 64 --json");
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    nlohmann::json j = nlohmann::json::parse(c.out);
+    EXPECT_EQ(j["positions"], 64);
+    kl[type] = j["mean_kl"].get<double>();
+    EXPECT_GT(kl[type], 0.0) << type;
+    EXPECT_GT(j["top1_agreement"].get<double>(), 0.5) << type;
+    fs::remove(out);
+  }
+  EXPECT_LT(kl["q5_k_m"], kl["q3_k_m"]);
+  nlohmann::json self = nlohmann::json::parse(RunTachyon("model compare " + f32 + " " + f32 + " --tokens 32 --json").out);
+  EXPECT_EQ(self["mean_kl"], 0.0);
+  EXPECT_EQ(self["top1_agreement"], 1.0);
+  CommandResult other = RunTachyon("model compare " + f32 + " " + models + "/stories260K.gguf");
+  EXPECT_EQ(other.exit_code, 0) << "the same 512-token vocabulary: comparable, if far apart";
+  CommandResult missing = RunTachyon("model compare " + f32 + " /nonexistent.gguf");
+  EXPECT_EQ(missing.exit_code, 1);
 }
 
 TEST(CliTest, QuantizeThenRun) {

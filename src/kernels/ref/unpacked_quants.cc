@@ -1,6 +1,7 @@
 #include "kernels/ref/unpacked_quants.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -48,8 +49,9 @@ void FitAffine(const float* x, int n, int levels, bool keep_min_positive, float*
   *min = m;
 }
 
-// x ~ scale * q with q in lo..hi (lo < 0): the value of largest magnitude maps to lo,
-// then the scale by least squares over the q, twice.
+// x ~ scale * q with q in lo..hi (lo < 0): starting scales that put the value of
+// largest magnitude at or near either end, each refined by least squares over its
+// q; the one of least error.
 float FitSymmetric(const float* x, int n, int lo, int hi) {
   float amax = 0.0f, max = 0.0f;
   for (int i = 0; i < n; ++i) {
@@ -59,36 +61,47 @@ float FitSymmetric(const float* x, int n, int lo, int hi) {
     }
   }
   if (amax == 0.0f) return 0.0f;
-  float s = max / lo;
-  for (int iter = 0; iter < 2; ++iter) {
-    double sqq = 0, sqx = 0;
-    for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(NearestInt(x[i] / s), lo, hi);
-      sqq += double(q) * q;
-      sqx += double(q) * x[i];
+  float best = max / lo;
+  double best_err = -1;
+  for (float end : {lo - 0.5f, float(lo), lo + 0.5f, float(hi), hi + 0.5f}) {
+    float s = max / end;
+    for (int iter = 0; iter < 2; ++iter) {
+      double sqq = 0, sqx = 0;
+      for (int i = 0; i < n; ++i) {
+        const int q = std::clamp(NearestInt(x[i] / s), lo, hi);
+        sqq += double(q) * q;
+        sqx += double(q) * x[i];
+      }
+      if (sqq <= 0 || sqx == 0) break;
+      s = static_cast<float>(sqx / sqq);
     }
-    if (sqq <= 0 || sqx == 0) break;
-    s = static_cast<float>(sqx / sqq);
-  }
-  return s;
-}
-
-// Index of the IQ4_NL level nearest v.
-int NearestLevel(float v) {
-  int best = 0;
-  float best_err = std::fabs(v - kIQ4NLValues[0]);
-  for (int k = 1; k < 16; ++k) {
-    const float err = std::fabs(v - kIQ4NLValues[k]);
-    if (err < best_err) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+      const double e = x[i] - double(s) * std::clamp(NearestInt(x[i] / s), lo, hi);
+      err += e * e;
+    }
+    if (best_err < 0 || err < best_err) {
       best_err = err;
-      best = k;
+      best = s;
     }
   }
   return best;
 }
 
-// x ~ scale * kIQ4NLValues[q]: a few starting scales (the largest magnitude at either
-// end of the table), each refined by least squares; the one of least error.
+// Index of the IQ4_NL level nearest v (ties to the lower): the midpoints below v.
+int NearestLevel(float v) {
+  static const auto midpoints = [] {
+    std::array<float, 15> m{};
+    for (int k = 0; k < 15; ++k) m[k] = 0.5f * (kIQ4NLValues[k] + kIQ4NLValues[k + 1]);
+    return m;
+  }();
+  int index = 0;
+  for (float m : midpoints) index += v > m;
+  return index;
+}
+
+// x ~ scale * kIQ4NLValues[q]: starting scales that put the largest magnitude at
+// and near either end of the table, each refined by least squares; the one of least error.
 float FitNonLinear(const float* x, int n) {
   float amax = 0.0f, max = 0.0f;
   for (int i = 0; i < n; ++i) {
@@ -100,7 +113,8 @@ float FitNonLinear(const float* x, int n) {
   if (amax == 0.0f) return 0.0f;
   float best = max / kIQ4NLValues[0];
   double best_err = -1;
-  for (float end : {-127.0f, -120.0f, -113.0f, 113.0f, 106.0f}) {
+  for (int k = 0; k < 14; ++k) {
+    const float end = k < 10 ? -127.0f + 2 * (k - 5) : 113.0f + 3 * (k - 12);
     float s = max / end;
     for (int iter = 0; iter < 2; ++iter) {
       double sqq = 0, sqx = 0;

@@ -182,6 +182,28 @@ TEST_P(UnpackedQuantsTest, DotProductsAgree) {
   }
 }
 
+// The AVX2 super-block unpackers give the reference's integers, byte for byte.
+TEST_P(UnpackedQuantsTest, Avx2UnpackIsTheReferences) {
+  const TypeCase& c = GetParam();
+  if (ref::FindUnpack256(c.type) == nullptr) GTEST_SKIP() << "a 32-block type, unpacked in registers";
+  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
+  const std::vector<uint8_t> bytes = RandomBlocks(c, 8);
+  const size_t block_bytes = GetGgmlTypeTraits(c.type).type_size;
+  for (int b = 0; b < 8; ++b) {
+    ref::Unpacked256 want, got;
+    std::memset(&want, 0, sizeof(want));
+    std::memset(&got, 0, sizeof(got));
+    ref::FindUnpack256(c.type)(bytes.data() + b * block_bytes, &want);
+    avx2::FindUnpack256Avx2(c.type)(bytes.data() + b * block_bytes, &got);
+    EXPECT_EQ(std::memcmp(want.q, got.q, sizeof(want.q)), 0) << GgmlTypeName(c.type) << " block " << b;
+    EXPECT_EQ(std::memcmp(want.scale, got.scale, sizeof(want.scale)), 0) << GgmlTypeName(c.type);
+    EXPECT_EQ(std::memcmp(want.min, got.min, sizeof(want.min)), 0) << GgmlTypeName(c.type);
+    EXPECT_EQ(want.d, got.d);
+    EXPECT_EQ(want.dmin, got.dmin);
+    EXPECT_EQ(want.has_min, got.has_min);
+  }
+}
+
 // Through MatMul, batch sizes on both sides of the 4-token kernels: the reference path
 // and the AVX2 path agree, and both match the dequantized weights.
 TEST_P(UnpackedQuantsTest, MatMulOnEitherPathMatchesTheDequantizedWeights) {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/block_formats.h"
+#include "kernels/ref/kquants.h"
 #include "kernels/ref/unpack.h"
 
 namespace tachyon::avx2 {
@@ -126,6 +127,90 @@ void Dot32x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* o
   for (int k = 0; k < 4; ++k) out[k] = HorizontalSum(acc[k]);
 }
 
+// The super-block unpackers of ref/unpack.h, the quants in registers (scales as the
+// reference unpacks them: a few scalar steps a block). Same results, byte for byte.
+__m256i Load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+void Store256(int8_t* p, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
+// Bit `shift` of every byte of v, as 0 or 1.
+__m256i BitOfBytes(__m256i v, int shift) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(1));
+}
+__m256i TwoBitsOfBytes(__m256i v, int shift) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(3));
+}
+
+void UnpackQ2_KAvx2(const void* block, ref::Unpacked256* out) {
+  const BlockQ2_K& b = *static_cast<const BlockQ2_K*>(block);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i bits = Load256(b.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) Store256(out->q + 128 * h + 32 * j, TwoBitsOfBytes(bits, 2 * j));
+  }
+  for (int g = 0; g < 16; ++g) {
+    out->scale[g] = static_cast<int16_t>(b.scales[g] & 0xF);
+    out->min[g] = static_cast<int16_t>(b.scales[g] >> 4);
+  }
+  out->d = _cvtsh_ss(b.d);
+  out->dmin = _cvtsh_ss(b.dmin);
+  out->has_min = true;
+}
+
+void UnpackQ3_KAvx2(const void* block, ref::Unpacked256* out) {
+  const BlockQ3_K& b = *static_cast<const BlockQ3_K*>(block);
+  const __m256i hmask = Load256(b.hmask), four = _mm256_set1_epi8(4);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i bits = Load256(b.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      // low two bits - 4, plus 4 where the high bit is set
+      const __m256i high = _mm256_slli_epi16(BitOfBytes(hmask, 4 * h + j), 2);
+      Store256(out->q + 128 * h + 32 * j, _mm256_sub_epi8(_mm256_add_epi8(TwoBitsOfBytes(bits, 2 * j), high), four));
+    }
+  }
+  uint8_t scales[16];
+  ref::UnpackQ3KScales(b.scales, scales);
+  for (int g = 0; g < 16; ++g) {
+    out->scale[g] = static_cast<int16_t>(scales[g] - 32);
+    out->min[g] = 0;
+  }
+  out->d = _cvtsh_ss(b.d);
+  out->dmin = 0.0f;
+  out->has_min = false;
+}
+
+void UnpackQ5_KAvx2(const void* block, ref::Unpacked256* out) {
+  const BlockQ5_K& b = *static_cast<const BlockQ5_K*>(block);
+  const __m256i qh = Load256(b.qh), low = _mm256_set1_epi8(0x0F);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i bits = Load256(b.qs + 32 * j);
+    const __m256i lo = _mm256_and_si256(bits, low), hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low);
+    Store256(out->q + 64 * j, _mm256_or_si256(lo, _mm256_slli_epi16(BitOfBytes(qh, 2 * j), 4)));
+    Store256(out->q + 64 * j + 32, _mm256_or_si256(hi, _mm256_slli_epi16(BitOfBytes(qh, 2 * j + 1), 4)));
+  }
+  for (int s = 0; s < 8; ++s) {
+    uint8_t sc, mn;
+    ref::UnpackQ4KScale(b.scales, s, &sc, &mn);
+    out->scale[2 * s] = out->scale[2 * s + 1] = sc;
+    out->min[2 * s] = out->min[2 * s + 1] = mn;
+  }
+  out->d = _cvtsh_ss(b.d);
+  out->dmin = _cvtsh_ss(b.dmin);
+  out->has_min = true;
+}
+
+void UnpackIQ4_XSAvx2(const void* block, ref::Unpacked256* out) {
+  const BlockIQ4_XS& b = *static_cast<const BlockIQ4_XS*>(block);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  const __m256i table2 = _mm256_set_m128i(table, table);
+  for (int g = 0; g < 8; ++g) {
+    const int ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((b.scales_h >> (2 * g)) & 3) << 4);
+    out->scale[2 * g] = out->scale[2 * g + 1] = static_cast<int16_t>(ls - 32);
+    out->min[2 * g] = out->min[2 * g + 1] = 0;
+    Store256(out->q + 32 * g, _mm256_shuffle_epi8(table2, Nibbles(b.qs + 16 * g)));
+  }
+  out->d = _cvtsh_ss(b.d);
+  out->dmin = 0.0f;
+  out->has_min = false;
+}
+
 // One unpacked super-block against one Q8_K block: d * dx * sum_g scale_g (q . x)_g
 // - dmin * dx * sum_g min_g bsum_g.
 float Dot256Block(const ref::Unpacked256& u, const BlockQ8_K& x) {
@@ -174,16 +259,26 @@ void Dot256x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* 
 
 }  // namespace
 
+ref::Unpack256Fn FindUnpack256Avx2(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K: return UnpackQ2_KAvx2;
+    case GgmlType::kQ3_K: return UnpackQ3_KAvx2;
+    case GgmlType::kQ5_K: return UnpackQ5_KAvx2;
+    case GgmlType::kIQ4_XS: return UnpackIQ4_XSAvx2;
+    default: return nullptr;
+  }
+}
+
 UnpackedDotFn FindUnpackedDot(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_1: return Dot32<Q4_1>;
     case GgmlType::kQ5_0: return Dot32<Q5_0>;
     case GgmlType::kQ5_1: return Dot32<Q5_1>;
     case GgmlType::kIQ4_NL: return Dot32<IQ4_NL>;
-    case GgmlType::kQ2_K: return Dot256<ref::UnpackQ2_K, sizeof(BlockQ2_K)>;
-    case GgmlType::kQ3_K: return Dot256<ref::UnpackQ3_K, sizeof(BlockQ3_K)>;
-    case GgmlType::kQ5_K: return Dot256<ref::UnpackQ5_K, sizeof(BlockQ5_K)>;
-    case GgmlType::kIQ4_XS: return Dot256<ref::UnpackIQ4_XS, sizeof(BlockIQ4_XS)>;
+    case GgmlType::kQ2_K: return Dot256<UnpackQ2_KAvx2, sizeof(BlockQ2_K)>;
+    case GgmlType::kQ3_K: return Dot256<UnpackQ3_KAvx2, sizeof(BlockQ3_K)>;
+    case GgmlType::kQ5_K: return Dot256<UnpackQ5_KAvx2, sizeof(BlockQ5_K)>;
+    case GgmlType::kIQ4_XS: return Dot256<UnpackIQ4_XSAvx2, sizeof(BlockIQ4_XS)>;
     default: return nullptr;
   }
 }
@@ -194,10 +289,10 @@ UnpackedDot4Fn FindUnpackedDot4(GgmlType type) {
     case GgmlType::kQ5_0: return Dot32x4<Q5_0>;
     case GgmlType::kQ5_1: return Dot32x4<Q5_1>;
     case GgmlType::kIQ4_NL: return Dot32x4<IQ4_NL>;
-    case GgmlType::kQ2_K: return Dot256x4<ref::UnpackQ2_K, sizeof(BlockQ2_K)>;
-    case GgmlType::kQ3_K: return Dot256x4<ref::UnpackQ3_K, sizeof(BlockQ3_K)>;
-    case GgmlType::kQ5_K: return Dot256x4<ref::UnpackQ5_K, sizeof(BlockQ5_K)>;
-    case GgmlType::kIQ4_XS: return Dot256x4<ref::UnpackIQ4_XS, sizeof(BlockIQ4_XS)>;
+    case GgmlType::kQ2_K: return Dot256x4<UnpackQ2_KAvx2, sizeof(BlockQ2_K)>;
+    case GgmlType::kQ3_K: return Dot256x4<UnpackQ3_KAvx2, sizeof(BlockQ3_K)>;
+    case GgmlType::kQ5_K: return Dot256x4<UnpackQ5_KAvx2, sizeof(BlockQ5_K)>;
+    case GgmlType::kIQ4_XS: return Dot256x4<UnpackIQ4_XSAvx2, sizeof(BlockIQ4_XS)>;
     default: return nullptr;
   }
 }

@@ -1,13 +1,15 @@
 // AVX2 dot products for the formats of ref/unpacked_quants.h: Q4_1, Q5_0, Q5_1,
 // IQ4_NL against Q8_0 activations; Q2_K, Q3_K, Q5_K, IQ4_XS against Q8_K. The
-// 32-blocks are unpacked in registers; the super-blocks by ref::Unpack*, once a
-// block, whose integers then meet 1 or 4 activation rows. Call only when
+// 32-blocks are unpacked in registers; the super-blocks into a ref::Unpacked256
+// (quants in registers, scales as the reference unpacks them), once a block, whose
+// integers then meet 1 or 4 activation rows. Call only when
 // CpuHasAvx2(); checked against the reference in unpacked_avx2_test.cc.
 #pragma once
 
 #include <cstdint>
 
 #include "gguf/ggml_type.h"
+#include "kernels/ref/unpack.h"
 
 namespace tachyon::avx2 {
 
@@ -17,6 +19,8 @@ using UnpackedDot4Fn = void (*)(const void* w, const void* x, int64_t x_stride, 
 // The kernels of a type (null for the other types). The 4-row kernel's out[k] is
 // bit-identical to the 1-row kernel on row k.
 UnpackedDotFn FindUnpackedDot(GgmlType type);
+// The super-block unpacker these kernels use, byte for byte ref::FindUnpack256's.
+ref::Unpack256Fn FindUnpack256Avx2(GgmlType type);
 UnpackedDot4Fn FindUnpackedDot4(GgmlType type);
 
 }  // namespace tachyon::avx2

@@ -96,16 +96,14 @@ void AppendChunk(const std::string& data, std::string* out) {
 
 // The bytes of queued events, in order, up to and including the one that ends the
 // response (kRespond, kEnd) or the connection (kAbort); `connection` is the
-// Connection header line. Returns how many events it took.
-size_t Format(const std::vector<Event>& events, const std::string& connection, std::string* bytes, bool* last,
+// Connection header line.
+void Format(const std::vector<Event>& events, const std::string& connection, std::string* bytes, bool* last,
               bool* abort) {
   *last = *abort = false;
   size_t size = bytes->size() + 512;
   for (const Event& e : events) size += e.data.size() + 24;
   bytes->reserve(size);
-  size_t taken = 0;
   for (const Event& e : events) {
-    ++taken;
     switch (e.kind) {
       case Event::kRespond:
         *bytes += Header(e.status, e.content_type, e.headers,
@@ -134,7 +132,6 @@ size_t Format(const std::vector<Event>& events, const std::string& connection, s
     }
     if (*last) break;
   }
-  return taken;
 }
 
 class ConnectionWriter : public ResponseWriter, public std::enable_shared_from_this<ConnectionWriter> {

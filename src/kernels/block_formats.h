@@ -54,6 +54,16 @@ struct BlockIQ4_NL {
 };
 static_assert(sizeof(BlockIQ4_NL) == 18, "BlockIQ4_NL must match GGUF's 18-byte block");
 
+// Activations for the 32-block formats with an offset (Q4_1, Q5_1): a Q8_0 block
+// and the sum of its quants, which the offset term needs (ggml's Q8_1 keeps
+// d * sum as F16; the integer sum here is exact). Not a file format.
+struct BlockQ8_0S {
+  uint16_t d;
+  int16_t sum;
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_0S) == 36, "BlockQ8_0S: 36 bytes");
+
 // The 16 levels of IQ4_NL and IQ4_XS (ggml-common.h's kvalues_iq4nl).
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};

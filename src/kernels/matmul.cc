@@ -28,7 +28,7 @@ using DotFn = float (*)(const void* w_row, const void* x_row, int64_t n);
 using Dot4Fn = void (*)(const void* w_row, const void* x_rows, int64_t x_stride, int64_t n, float* out);
 
 // The form the activations are given to the dot product in.
-enum class ActivationFormat { kF32, kQ8_0, kQ8_K };
+enum class ActivationFormat { kF32, kQ8_0, kQ8_0S, kQ8_K };
 
 struct Kernel {
   DotFn dot;
@@ -85,7 +85,10 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
       return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K, simd ? avx2::DotQ6_KQ8_Kx4 : nullptr};
     default: {
       // The formats computed through unpacking (ref/unpacked_quants.h).
-      const A activations = ref::FindUnpack32(type) != nullptr ? A::kQ8_0 : A::kQ8_K;
+      const ref::UnpackedActivations form = ref::ActivationsFor(type);
+      const A activations = form == ref::UnpackedActivations::kQ8_0S ? A::kQ8_0S
+                            : form == ref::UnpackedActivations::kQ8_0 ? A::kQ8_0
+                                                                     : A::kQ8_K;
       CHECK(ref::IsUnpackedType(type)) << "MatMul has no kernel for " << GgmlTypeName(type);
       if (simd) return {avx2::FindUnpackedDot(type), activations, avx2::FindUnpackedDot4(type)};
       return {RefUnpackedDot(type), activations};
@@ -146,7 +149,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
   uint64_t x_row_bytes = w.cols * sizeof(float);
   if (kernel.activations != ActivationFormat::kF32) {
     const bool k_quant = kernel.activations == ActivationFormat::kQ8_K;
-    x_row_bytes = *GgmlRowBytes(k_quant ? GgmlType::kQ8_K : GgmlType::kQ8_0, w.cols);
+    const bool with_sums = kernel.activations == ActivationFormat::kQ8_0S;
+    x_row_bytes = with_sums ? w.cols / kQK8_0 * sizeof(BlockQ8_0S)
+                            : *GgmlRowBytes(k_quant ? GgmlType::kQ8_K : GgmlType::kQ8_0, w.cols);
     quantized.resize(num_tokens * x_row_bytes);
     const bool simd = path == KernelPath::kAuto && CpuHasAvx2();
     pool.ParallelFor(num_tokens, [&](size_t begin, size_t end, int) {
@@ -155,6 +160,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
         uint8_t* out = quantized.data() + t * x_row_bytes;
         if (k_quant) {
           ref::QuantizeActivationsQ8_K(row, out, w.cols);
+        } else if (with_sums) {
+          ref::QuantizeActivationsQ8_0S(row, out, w.cols);
         } else if (simd) {
           avx2::QuantizeActivationsQ8_0(row, out, w.cols);
         } else {

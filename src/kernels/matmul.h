@@ -6,7 +6,7 @@
 // the batch uses a tile while it is in cache): that is what makes batched
 // decoding cheap. Quantized weights are multiplied with the activations
 // quantized as llama.cpp does (Q8_0 for Q8_0/Q4_0 and Q4_1/Q5_0/Q5_1/IQ4_NL, Q8_K for the
-// k-quants and IQ4_XS; Q4_1 and Q5_1 against Q8_0 with the block sums computed in the kernel);
+// k-quants and IQ4_XS; Q4_1 and Q5_1 against Q8_0 with each block's quant sum, BlockQ8_0S);
 // F32/F16/BF16 weights with float activations. Work is split over rows on the given ThreadPool.
 #pragma once
 

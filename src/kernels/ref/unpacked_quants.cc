@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "kernels/block_formats.h"
 #include "kernels/fp16.h"
+#include "kernels/ref/ops.h"
 #include "kernels/ref/unpack.h"
 
 namespace tachyon::ref {
@@ -304,6 +305,24 @@ void QuantizeBlocks(void (*quantize)(const float*, Block*), const float* x, void
 
 }  // namespace
 
+UnpackedActivations ActivationsFor(GgmlType type) {
+  if (FindUnpack256(type) != nullptr) return UnpackedActivations::kQ8_K;
+  return type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 ? UnpackedActivations::kQ8_0S : UnpackedActivations::kQ8_0;
+}
+
+void QuantizeActivationsQ8_0S(const float* x, void* out, int64_t n) {
+  BlockQ8_0S* blocks = static_cast<BlockQ8_0S*>(out);
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    BlockQ8_0 q;
+    QuantizeActivationsQ8_0(x + b * kQK8_0, &q, kQK8_0);
+    blocks[b].d = q.d;
+    int sum = 0;
+    for (int i = 0; i < kQK8_0; ++i) sum += q.qs[i];
+    blocks[b].sum = static_cast<int16_t>(sum);
+    std::memcpy(blocks[b].qs, q.qs, sizeof(q.qs));
+  }
+}
+
 bool IsUnpackedType(GgmlType type) { return FindUnpack32(type) != nullptr || FindUnpack256(type) != nullptr; }
 
 void DequantizeRowUnpacked(GgmlType type, const void* in, float* y, int64_t n) {
@@ -358,16 +377,24 @@ float DotUnpacked(GgmlType type, const void* w, const void* x, int64_t n) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   float sum = 0.0f;
   if (Unpack32Fn unpack = FindUnpack32(type)) {
-    const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);
+    const bool sums = ActivationsFor(type) == UnpackedActivations::kQ8_0S;
+    const size_t x_bytes = sums ? sizeof(BlockQ8_0S) : sizeof(BlockQ8_0);
+    const uint8_t* xbytes = static_cast<const uint8_t*>(x);
     Unpacked32 u;
     for (int64_t b = 0; b < n / 32; ++b) {
       unpack(wb + b * traits.type_size, &u);
+      const uint8_t* block = xbytes + b * x_bytes;
+      const uint16_t d_bits = sums ? reinterpret_cast<const BlockQ8_0S*>(block)->d
+                                   : reinterpret_cast<const BlockQ8_0*>(block)->d;
+      const int8_t* qs = sums ? reinterpret_cast<const BlockQ8_0S*>(block)->qs
+                              : reinterpret_cast<const BlockQ8_0*>(block)->qs;
       int32_t dot = 0, sum_x = 0;
       for (int i = 0; i < 32; ++i) {
-        dot += u.q[i] * xb[b].qs[i];
-        sum_x += xb[b].qs[i];
+        dot += u.q[i] * qs[i];
+        sum_x += qs[i];
       }
-      const float dx = Fp16ToFloat(xb[b].d);
+      if (sums) sum_x = reinterpret_cast<const BlockQ8_0S*>(block)->sum;  // the quantizer's, as the kernels use it
+      const float dx = Fp16ToFloat(d_bits);
       sum += u.d * dx * dot + u.m * dx * sum_x;
     }
     return sum;

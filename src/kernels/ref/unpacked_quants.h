@@ -18,7 +18,13 @@ namespace tachyon::ref {
 bool IsUnpackedType(GgmlType type);
 void DequantizeRowUnpacked(GgmlType type, const void* in, float* y, int64_t n);
 void QuantizeRowUnpacked(GgmlType type, const float* x, void* out, int64_t n);
-// w: a row of `type`; x: its activations as Q8_0 (32-blocks) or Q8_K (256-blocks).
+// The activations a type's dot takes (ActivationsFor): Q8_0 for Q5_0 and IQ4_NL,
+// Q8_0 with block sums (BlockQ8_0S) for Q4_1 and Q5_1, Q8_K for the super-blocks.
+enum class UnpackedActivations { kQ8_0, kQ8_0S, kQ8_K };
+UnpackedActivations ActivationsFor(GgmlType type);
+// x [n] -> n / 32 BlockQ8_0S: the Q8_0 quants of QuantizeActivationsQ8_0, and their sums.
+void QuantizeActivationsQ8_0S(const float* x, void* out, int64_t n);
+// w: a row of `type`; x: its activations in ActivationsFor(type).
 float DotUnpacked(GgmlType type, const void* w, const void* x, int64_t n);
 
 }  // namespace tachyon::ref

@@ -8,6 +8,7 @@
 
 #include "kernels/block_formats.h"
 #include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/ref/kquants.h"
@@ -129,8 +130,20 @@ TEST_P(UnpackedQuantsTest, DegenerateBlocksAreFinite) {
 std::vector<uint8_t> Activations(GgmlType weight_type, const std::vector<float>& x, std::vector<float>* as_floats) {
   const int64_t n = static_cast<int64_t>(x.size());
   const bool k = GetGgmlTypeTraits(weight_type).block_size == 256;
-  std::vector<uint8_t> out(*GgmlRowBytes(k ? GgmlType::kQ8_K : GgmlType::kQ8_0, n));
   as_floats->resize(n);
+  if (ref::ActivationsFor(weight_type) == ref::UnpackedActivations::kQ8_0S) {
+    std::vector<uint8_t> out(n / 32 * sizeof(BlockQ8_0S));
+    ref::QuantizeActivationsQ8_0S(x.data(), out.data(), n);
+    const BlockQ8_0S* b = reinterpret_cast<const BlockQ8_0S*>(out.data());
+    for (int64_t i = 0; i < n; ++i) (*as_floats)[i] = Fp16ToFloat(b[i / 32].d) * b[i / 32].qs[i % 32];
+    for (int64_t j = 0; j < n / 32; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) sum += b[j].qs[i];
+      EXPECT_EQ(sum, b[j].sum);
+    }
+    return out;
+  }
+  std::vector<uint8_t> out(*GgmlRowBytes(k ? GgmlType::kQ8_K : GgmlType::kQ8_0, n));
   if (k) {
     ref::QuantizeActivationsQ8_K(x.data(), out.data(), n);
     const BlockQ8_K* b = reinterpret_cast<const BlockQ8_K*>(out.data());
@@ -187,6 +200,7 @@ TEST_P(UnpackedQuantsTest, Avx2UnpackIsTheReferences) {
   const TypeCase& c = GetParam();
   if (ref::FindUnpack256(c.type) == nullptr) GTEST_SKIP() << "a 32-block type, unpacked in registers";
   if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
+  if (avx2::FindUnpack256Avx2(c.type) == nullptr) GTEST_SKIP() << "a kernel of its own, checked by DotProductsAgree";
   const std::vector<uint8_t> bytes = RandomBlocks(c, 8);
   const size_t block_bytes = GetGgmlTypeTraits(c.type).type_size;
   for (int b = 0; b < 8; ++b) {

@@ -91,18 +91,45 @@ struct IQ4_NL {
   }
 };
 
-// One unpacked 32-block against one Q8_0 block, added to acc.
+// One unpacked 32-block without an offset (Q5_0, IQ4_NL) against one Q8_0 block, added to acc.
 __m256 Accumulate32(const Block32& w, const BlockQ8_0& x, __m256 acc) {
   const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
-  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i dot = _mm256_madd_epi16(PairProducts(w.q, xq), _mm256_set1_epi16(1));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(w.d * _cvtsh_ss(x.d)), acc);
+}
+
+// The same with the block's quant sum given (Q4_1, Q5_1): the offset term is a
+// scalar product a block, added to `offsets`.
+__m256 Accumulate32S(const Block32& w, const BlockQ8_0S& x, __m256 acc, float* offsets) {
+  const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
   const float dx = _cvtsh_ss(x.d);
-  const __m256i dot = _mm256_madd_epi16(PairProducts(w.q, xq), ones);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(w.d * dx), acc);
-  if (w.m != 0.0f) {
-    const __m256i sum_x = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), ones);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_x), _mm256_set1_ps(w.m * dx), acc);
+  const __m256i dot = _mm256_madd_epi16(PairProducts(w.q, xq), _mm256_set1_epi16(1));
+  *offsets += w.m * dx * static_cast<float>(x.sum);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(w.d * dx), acc);
+}
+
+template <typename F>
+float Dot32S(const void* w, const void* x, int64_t n) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_0S* xb = static_cast<const BlockQ8_0S*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  float offsets = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) acc = Accumulate32S(F::Unpack(wb + b * F::kBytes), xb[b], acc, &offsets);
+  return HorizontalSum(acc) + offsets;
+}
+
+template <typename F>
+void Dot32Sx4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const BlockQ8_0S* xb[4];
+  for (int k = 0; k < 4; ++k) xb[k] = reinterpret_cast<const BlockQ8_0S*>(static_cast<const uint8_t*>(x) + k * x_stride);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  float offsets[4] = {0, 0, 0, 0};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const Block32 u = F::Unpack(wb + b * F::kBytes);
+    for (int k = 0; k < 4; ++k) acc[k] = Accumulate32S(u, xb[k][b], acc[k], &offsets[k]);
   }
-  return acc;
+  for (int k = 0; k < 4; ++k) out[k] = HorizontalSum(acc[k]) + offsets[k];
 }
 
 template <typename F>
@@ -176,26 +203,6 @@ void UnpackQ3_KAvx2(const void* block, ref::Unpacked256* out) {
   out->has_min = false;
 }
 
-void UnpackQ5_KAvx2(const void* block, ref::Unpacked256* out) {
-  const BlockQ5_K& b = *static_cast<const BlockQ5_K*>(block);
-  const __m256i qh = Load256(b.qh), low = _mm256_set1_epi8(0x0F);
-  for (int j = 0; j < 4; ++j) {
-    const __m256i bits = Load256(b.qs + 32 * j);
-    const __m256i lo = _mm256_and_si256(bits, low), hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low);
-    Store256(out->q + 64 * j, _mm256_or_si256(lo, _mm256_slli_epi16(BitOfBytes(qh, 2 * j), 4)));
-    Store256(out->q + 64 * j + 32, _mm256_or_si256(hi, _mm256_slli_epi16(BitOfBytes(qh, 2 * j + 1), 4)));
-  }
-  for (int s = 0; s < 8; ++s) {
-    uint8_t sc, mn;
-    ref::UnpackQ4KScale(b.scales, s, &sc, &mn);
-    out->scale[2 * s] = out->scale[2 * s + 1] = sc;
-    out->min[2 * s] = out->min[2 * s + 1] = mn;
-  }
-  out->d = _cvtsh_ss(b.d);
-  out->dmin = _cvtsh_ss(b.dmin);
-  out->has_min = true;
-}
-
 void UnpackIQ4_XSAvx2(const void* block, ref::Unpacked256* out) {
   const BlockIQ4_XS& b = *static_cast<const BlockIQ4_XS*>(block);
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
@@ -228,6 +235,66 @@ float Dot256Block(const ref::Unpacked256& u, const BlockQ8_K& x) {
     sum -= u.dmin * x.d * static_cast<float>(HorizontalSumI32(_mm256_madd_epi16(mins, bsums)));
   }
   return sum;
+}
+
+// Q5_K on its own: its 5-bit quants are unsigned, so they meet the activations in
+// maddubs directly, with the scales broadcast per sub-block (no unpacked copy).
+struct Q5KBlock {
+  __m256i q[8];  // sub-block s: values 0..31
+  uint8_t sc[8], mn[8];
+  float d, dmin;
+};
+
+void LoadQ5K(const BlockQ5_K& b, Q5KBlock* out) {
+  const __m256i qh = Load256(b.qh), low = _mm256_set1_epi8(0x0F);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i bits = Load256(b.qs + 32 * j);
+    const __m256i lo = _mm256_and_si256(bits, low), hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low);
+    out->q[2 * j] = _mm256_or_si256(lo, _mm256_slli_epi16(BitOfBytes(qh, 2 * j), 4));
+    out->q[2 * j + 1] = _mm256_or_si256(hi, _mm256_slli_epi16(BitOfBytes(qh, 2 * j + 1), 4));
+  }
+  for (int s = 0; s < 8; ++s) ref::UnpackQ4KScale(b.scales, s, &out->sc[s], &out->mn[s]);
+  out->d = _cvtsh_ss(b.d);
+  out->dmin = _cvtsh_ss(b.dmin);
+}
+
+// The same value as Dot256Block on the unpacked block.
+float DotQ5KBlock(const Q5KBlock& w, const BlockQ8_K& x) {
+  __m256i acc = _mm256_setzero_si256();
+  int32_t mins = 0;
+  for (int s = 0; s < 8; ++s) {
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * s));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[s], y), _mm256_set1_epi16(w.sc[s])));
+    mins += w.mn[s] * (x.bsums[2 * s] + x.bsums[2 * s + 1]);
+  }
+  float sum = w.d * x.d * static_cast<float>(HorizontalSumI32(acc));
+  sum -= w.dmin * x.d * static_cast<float>(mins);
+  return sum;
+}
+
+float DotQ5K(const void* w, const void* x, int64_t n) {
+  const BlockQ5_K* wb = static_cast<const BlockQ5_K*>(w);
+  const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
+  Q5KBlock u;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    LoadQ5K(wb[b], &u);
+    sum += DotQ5KBlock(u, xb[b]);
+  }
+  return sum;
+}
+
+void DotQ5Kx4(const void* w, const void* x, int64_t x_stride, int64_t n, float* out) {
+  const BlockQ5_K* wb = static_cast<const BlockQ5_K*>(w);
+  const BlockQ8_K* xb[4];
+  for (int k = 0; k < 4; ++k) xb[k] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + k * x_stride);
+  Q5KBlock u;
+  float sum[4] = {0, 0, 0, 0};
+  for (int64_t b = 0; b < n / 256; ++b) {
+    LoadQ5K(wb[b], &u);
+    for (int k = 0; k < 4; ++k) sum[k] += DotQ5KBlock(u, xb[k][b]);
+  }
+  for (int k = 0; k < 4; ++k) out[k] = sum[k];
 }
 
 template <ref::Unpack256Fn Unpack, size_t kBytes>
@@ -263,7 +330,6 @@ ref::Unpack256Fn FindUnpack256Avx2(GgmlType type) {
   switch (type) {
     case GgmlType::kQ2_K: return UnpackQ2_KAvx2;
     case GgmlType::kQ3_K: return UnpackQ3_KAvx2;
-    case GgmlType::kQ5_K: return UnpackQ5_KAvx2;
     case GgmlType::kIQ4_XS: return UnpackIQ4_XSAvx2;
     default: return nullptr;
   }
@@ -271,13 +337,13 @@ ref::Unpack256Fn FindUnpack256Avx2(GgmlType type) {
 
 UnpackedDotFn FindUnpackedDot(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_1: return Dot32<Q4_1>;
+    case GgmlType::kQ4_1: return Dot32S<Q4_1>;
     case GgmlType::kQ5_0: return Dot32<Q5_0>;
-    case GgmlType::kQ5_1: return Dot32<Q5_1>;
+    case GgmlType::kQ5_1: return Dot32S<Q5_1>;
     case GgmlType::kIQ4_NL: return Dot32<IQ4_NL>;
     case GgmlType::kQ2_K: return Dot256<UnpackQ2_KAvx2, sizeof(BlockQ2_K)>;
     case GgmlType::kQ3_K: return Dot256<UnpackQ3_KAvx2, sizeof(BlockQ3_K)>;
-    case GgmlType::kQ5_K: return Dot256<UnpackQ5_KAvx2, sizeof(BlockQ5_K)>;
+    case GgmlType::kQ5_K: return DotQ5K;
     case GgmlType::kIQ4_XS: return Dot256<UnpackIQ4_XSAvx2, sizeof(BlockIQ4_XS)>;
     default: return nullptr;
   }
@@ -285,13 +351,13 @@ UnpackedDotFn FindUnpackedDot(GgmlType type) {
 
 UnpackedDot4Fn FindUnpackedDot4(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_1: return Dot32x4<Q4_1>;
+    case GgmlType::kQ4_1: return Dot32Sx4<Q4_1>;
     case GgmlType::kQ5_0: return Dot32x4<Q5_0>;
-    case GgmlType::kQ5_1: return Dot32x4<Q5_1>;
+    case GgmlType::kQ5_1: return Dot32Sx4<Q5_1>;
     case GgmlType::kIQ4_NL: return Dot32x4<IQ4_NL>;
     case GgmlType::kQ2_K: return Dot256x4<UnpackQ2_KAvx2, sizeof(BlockQ2_K)>;
     case GgmlType::kQ3_K: return Dot256x4<UnpackQ3_KAvx2, sizeof(BlockQ3_K)>;
-    case GgmlType::kQ5_K: return Dot256x4<UnpackQ5_KAvx2, sizeof(BlockQ5_K)>;
+    case GgmlType::kQ5_K: return DotQ5Kx4;
     case GgmlType::kIQ4_XS: return Dot256x4<UnpackIQ4_XSAvx2, sizeof(BlockIQ4_XS)>;
     default: return nullptr;
   }

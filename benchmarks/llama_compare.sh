@@ -20,15 +20,7 @@ types=${TYPES:-"f16 q8_0 q4_0 q4_k_m"}
 threads=${THREADS:-2} PAIRS=${PAIRS:-2} PP=${PP:-512} TG=${TG:-64}
 mkdir -p "$models"
 
-prompt_ids=$(seq 0 $((PP - 1)) | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 5000 + 100 }')
-tachyon_pp() {
-  "$tachyon" run --model "$1" --prompt-ids "$prompt_ids" -n 1 --temp 0 --ignore-eos --print-ids --threads "$threads" \
-    2>&1 >/dev/null | awk '/^prompt:/ { gsub(/[(]/, "", $7); print $7 }'
-}
-tachyon_tg() {
-  "$tachyon" run --model "$1" --prompt-ids 1,2,3,4 -n "$TG" --temp 0 --ignore-eos --print-ids --threads "$threads" \
-    2>&1 >/dev/null | awk '/^generation:/ { gsub(/[(]/, "", $7); print $7 }'
-}
+source benchmarks/bench_models.sh
 llama() {  # model -p N -n M: tokens/s
   "$LLAMA_BENCH" -m "$1" -p "$2" -n "$3" -t "$threads" -r 1 -o json 2>/dev/null |
     python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["avg_ts"])'
@@ -41,16 +33,12 @@ echo
 echo "| model | type | pp$PP tachyon | pp$PP llama.cpp | ratio | tg$TG tachyon | tg$TG llama.cpp | ratio |"
 echo "|---|---|---|---|---|---|---|---|"
 for shape in $shapes; do
-  case $shape in
-    smol-135m) vocab=$shared/fixtures/tokenizer/ggml-vocab-gpt-2.gguf ;;
-    *) vocab=$shared/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf ;;
-  esac
   for type in $types; do
-    model=$models/$shape-$type.gguf
-    [ -f "$model" ] || "$tachyon" model gen --shape "$shape" --type "$type" --vocab "$vocab" --out "$model" >/dev/null
+    model=$(bench_model "$shape" "$type")
     rows=()
     for _ in $(seq "$PAIRS"); do
-      rows+=("$(tachyon_pp "$model") $(llama "$model" "$PP" 0) $(tachyon_tg "$model") $(llama "$model" 0 "$TG")")
+      rows+=("$(tachyon_pp "$model" "$PP" "$threads") $(llama "$model" "$PP" 0) $(tachyon_tg "$model" "$TG" "$threads")"\
+" $(llama "$model" 0 "$TG")")
     done
     printf '%s\n' "${rows[@]}" | python3 -c '
 import statistics, sys

@@ -30,15 +30,10 @@ echo
 echo "| model | type | file size | pp512 tok/s | tg128 tok/s | bytes read per token | bandwidth bound tok/s | share of bound |"
 echo "|---|---|---|---|---|---|---|---|"
 
-prompt_ids=$(seq 0 511 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 5000 + 100 }')
+source benchmarks/bench_models.sh
 for shape in $shapes; do
-  case $shape in
-    smol-135m) vocab=$shared/fixtures/tokenizer/ggml-vocab-gpt-2.gguf ;;
-    *) vocab=$shared/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf ;;
-  esac
   for type in $types; do
-    model=$models/$shape-$type.gguf
-    [ -f "$model" ] || "$tachyon" model gen --shape "$shape" --type "$type" --vocab "$vocab" --out "$model" >/dev/null
+    model=$(bench_model "$shape" "$type")
     # Bytes a generated token reads: every tensor, except the embedding rows of
     # an untied model (one row is read, not the matrix).
     read -r file_bytes per_token < <("$tachyon" model info --json "$model" | awk '
@@ -47,10 +42,8 @@ for shape in $shapes; do
       /"name":/ { name = $2 }
       /"bytes":/ { b = $2; gsub(/[^0-9]/, "", b); total += b; if (name ~ /token_embd/) embd = b }
       END { print file, (has_output ? total - embd : total) }')
-    pp=$("$tachyon" run --model "$model" --prompt-ids "$prompt_ids" -n 1 --temp 0 --ignore-eos \
-          --print-ids --threads "$threads" 2>&1 >/dev/null | awk '/^prompt:/ { gsub(/[(]/, "", $7); print $7 }')
-    tg=$("$tachyon" run --model "$model" --prompt-ids 1,2,3,4 -n 128 --temp 0 --ignore-eos \
-          --print-ids --threads "$threads" 2>&1 >/dev/null | awk '/^generation:/ { gsub(/[(]/, "", $7); print $7 }')
+    pp=$(tachyon_pp "$model" 512 "$threads")
+    tg=$(tachyon_tg "$model" 128 "$threads")
     awk -v shape="$shape" -v type="$type" -v fb="$file_bytes" -v pt="$per_token" -v pp="$pp" -v tg="$tg" \
         -v bw="$bandwidth" 'BEGIN {
       bound = bw * 1e9 / pt

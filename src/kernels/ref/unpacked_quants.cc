@@ -150,26 +150,26 @@ void Pack5High(const int* q, uint8_t* qh_bytes) {
   std::memcpy(qh_bytes, &qh, sizeof(qh));
 }
 
+// A 32-block with an offset (Q4_1, Q5_1): its F16 scale and offset, and q in 0..levels.
+void QuantizeWithOffset(const float* x, int levels, uint16_t* d_bits, uint16_t* m_bits, int* q) {
+  float s, m;
+  FitAffine(x, 32, levels, false, &s, &m);
+  *d_bits = FloatToFp16(s);
+  *m_bits = FloatToFp16(-m);
+  const float d = Fp16ToFloat(*d_bits), off = Fp16ToFloat(*m_bits);
+  for (int i = 0; i < 32; ++i) q[i] = d > 0 ? std::clamp(NearestInt((x[i] - off) / d), 0, levels) : 0;
+}
+
 // Block quantizers (x: the block's values).
 void QuantizeQ4_1(const float* x, BlockQ4_1* b) {
-  float s, m;
-  FitAffine(x, 32, 15, false, &s, &m);
-  b->d = FloatToFp16(s);
-  b->m = FloatToFp16(-m);
-  const float d = Fp16ToFloat(b->d), off = Fp16ToFloat(b->m);
   int q[32];
-  for (int i = 0; i < 32; ++i) q[i] = d > 0 ? std::clamp(NearestInt((x[i] - off) / d), 0, 15) : 0;
+  QuantizeWithOffset(x, 15, &b->d, &b->m, q);
   Pack4(q, b->qs);
 }
 
 void QuantizeQ5_1(const float* x, BlockQ5_1* b) {
-  float s, m;
-  FitAffine(x, 32, 31, false, &s, &m);
-  b->d = FloatToFp16(s);
-  b->m = FloatToFp16(-m);
-  const float d = Fp16ToFloat(b->d), off = Fp16ToFloat(b->m);
   int q[32];
-  for (int i = 0; i < 32; ++i) q[i] = d > 0 ? std::clamp(NearestInt((x[i] - off) / d), 0, 31) : 0;
+  QuantizeWithOffset(x, 31, &b->d, &b->m, q);
   Pack4(q, b->qs);
   Pack5High(q, b->qh);
 }

@@ -9,18 +9,11 @@
 #include <immintrin.h>
 
 #include "kernels/block_formats.h"
+#include "kernels/x86/avx2_reduce.h"
 #include "kernels/ref/kquants.h"
 
 namespace tachyon::avx2 {
 namespace {
-
-float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Sum of the 8 int16 pairs products of two int8 x int8 vectors, as 8 int32 lanes.
 // x is signed; w is signed: use the sign trick so _mm256_maddubs_epi16 (u8 x s8) applies.
@@ -136,10 +129,7 @@ float DotQ4_KQ8_K(const void* w, const void* x, int64_t n) {
       __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi), _mm256_set1_epi16(sc[2 * j + 1]));
       acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
     }
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    const int32_t sumi = _mm_cvtsi128_si32(s);
+    const int32_t sumi = HorizontalSumI32(acc);
     sum += _cvtsh_ss(wb[b].d) * xb[b].d * static_cast<float>(sumi) -
            _cvtsh_ss(wb[b].dmin) * xb[b].d * static_cast<float>(sumi_mins);
   }
@@ -181,10 +171,7 @@ float DotQ6_KQ8_K(const void* w, const void* x, int64_t n) {
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scales));
       }
     }
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    const int32_t sumi = _mm_cvtsi128_si32(s) - 32 * offset;
+    const int32_t sumi = HorizontalSumI32(acc) - 32 * offset;
     sum += _cvtsh_ss(wb[b].d) * xb[b].d * static_cast<float>(sumi);
   }
   return sum;
@@ -252,17 +239,6 @@ void DotQ8_0Q8_0x4(const void* wv, const void* xv, int64_t x_stride, int64_t n, 
   }
   for (int k = 0; k < 4; ++k) out[k] = HorizontalSum(acc[k]);
 }
-
-namespace {
-
-int32_t HorizontalSumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-}  // namespace
 
 void DotQ4_KQ8_Kx4(const void* wv, const void* xv, int64_t x_stride, int64_t n, float* out) {
   const BlockQ4_K* wb = static_cast<const BlockQ4_K*>(wv);

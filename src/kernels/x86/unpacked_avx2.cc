@@ -9,24 +9,11 @@
 #include "kernels/block_formats.h"
 #include "kernels/ref/kquants.h"
 #include "kernels/ref/unpack.h"
+#include "kernels/x86/avx2_reduce.h"
 
 namespace tachyon::avx2 {
 namespace {
 
-float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-int32_t HorizontalSumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
 
 // Pairwise int8 products of w and x, summed in pairs: 16 int16. The sign goes onto
 // w: |x| as an unsigned byte holds 128 (Q8_K activations reach -128), while w, never

@@ -9,8 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -69,13 +72,33 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// A connection to the server. Each input takes a connection and leaves its address
+// pair in TIME_WAIT for a minute: at thousands of inputs a second the loopback
+// runs out of local ports (EADDRNOTAVAIL), which is the harness's limit, not the
+// server's, so it waits for ports to come free. Any other failure means the server
+// is gone: that is a finding.
+int ConnectToServer() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(g_server->http->port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::abort();  // the server is gone
+  for (int attempt = 0; attempt < 12000; ++attempt) {  // up to 2 minutes: TIME_WAIT lasts 60 s
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    const int error = errno;
+    ::close(fd);
+    if (error != EADDRNOTAVAIL) {
+      std::fprintf(stderr, "connect to the server failed: %s\n", std::strerror(error));
+      std::abort();
+    }
+    ::usleep(10000);
+  }
+  std::fprintf(stderr, "no local port came free in 2 minutes\n");
+  std::abort();
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const int fd = ConnectToServer();
   ::send(fd, data, size, MSG_NOSIGNAL);
   ::shutdown(fd, SHUT_WR);  // nothing more comes: the server answers what it has, then closes
   char buf[4096];

@@ -75,8 +75,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 // A connection to the server. Each input takes a connection and leaves its address
 // pair in TIME_WAIT for a minute: at thousands of inputs a second the loopback
 // runs out of local ports (EADDRNOTAVAIL), which is the harness's limit, not the
-// server's, so it waits for ports to come free. Any other failure means the server
-// is gone: that is a finding.
+// server's, so it waits for ports to come free. libFuzzer's timer signal can
+// interrupt a connect (EINTR): that one is retried on a fresh socket. Any other
+// failure means the server is gone: that is a finding.
 int ConnectToServer() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -87,6 +88,7 @@ int ConnectToServer() {
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
     const int error = errno;
     ::close(fd);
+    if (error == EINTR) continue;
     if (error != EADDRNOTAVAIL) {
       std::fprintf(stderr, "connect to the server failed: %s\n", std::strerror(error));
       std::abort();
@@ -99,13 +101,24 @@ int ConnectToServer() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = ConnectToServer();
-  ::send(fd, data, size, MSG_NOSIGNAL);
+  for (size_t sent = 0; sent < size;) {  // EINTR (the timer signal) is not the server's doing
+    const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      break;  // the server closed early (an error answer before the whole body): fine
+    }
+  }
   ::shutdown(fd, SHUT_WR);  // nothing more comes: the server answers what it has, then closes
   char buf[4096];
   std::string head;
   ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
-    if (head.size() < 16) head.append(buf, static_cast<size_t>(std::min<ssize_t>(n, 16)));
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (head.size() < 16) head.append(buf, std::min(static_cast<size_t>(n), 16 - head.size()));
   }
   ::close(fd);
   // An answer, when there is one, is HTTP/1.1 with a 3-digit status.

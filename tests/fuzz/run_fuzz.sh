@@ -12,6 +12,16 @@ else
   "$seeds" "$work/seeds"
 fi
 # New inputs go to corpus/; seeds/ stays as given. -error_exitcode makes a crash fail ctest.
+# The whole log stays in WORK_DIR/fuzz.log; ctest shows its end, and on a failure
+# also the lines that say why (the target's own message comes before the stack).
+status=0
 "$fuzzer" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-  -print_final_stats=1 -error_exitcode=1 -artifact_prefix="$work/" "$work/corpus" "$work/seeds" 2>&1 | tail -n 25
-exit "${PIPESTATUS[0]}"
+  -print_final_stats=1 -error_exitcode=1 -artifact_prefix="$work/" "$work/corpus" "$work/seeds" \
+  >"$work/fuzz.log" 2>&1 || status=$?
+if [[ $status -ne 0 ]]; then
+  echo "--- why it failed ($work/fuzz.log):"
+  grep -n -B 8 -m 1 -E "ERROR: |deadly signal|runtime error|==[0-9]+==" "$work/fuzz.log" | grep -v "NEW_FUNC" | head -n 40
+  echo "--- the log's end:"
+fi
+grep -v "NEW_FUNC" "$work/fuzz.log" | tail -n 25
+exit "$status"

@@ -76,6 +76,9 @@ StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
 
 namespace {
 
+// What one read of a response may bring (a whole burst of stream events).
+constexpr size_t kReadBufferBytes = 16384;
+
 Status NetworkError(const std::string& what, const HttpClientRequest& r, const boost::system::error_code& ec) {
   const std::string where = r.host + ":" + std::to_string(r.port);
   if (ec == beast::error::timeout) {
@@ -255,6 +258,9 @@ struct HttpClient::Impl {
     const std::array<asio::const_buffer, 2> request{asio::buffer(request_head), asio::buffer(body)};
     co_await asio::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
     beast::flat_buffer buffer;
+    // Room for a burst: a flat buffer that starts empty reads 512 bytes at a time,
+    // so a 16-event burst took 7 reads, each with its own parse, write and timer.
+    buffer.reserve(kReadBufferBytes);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     if (!ec) co_await bhttp::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));

@@ -3,8 +3,12 @@
 // project's own sources), CJK (the ggml-prompts Chinese, Japanese and Korean
 // sets) and emoji/multilingual lines (the tokenizer fixtures), and all mixed.
 //   build/release/benchmarks/tokenizer_bench
+//   build/release/benchmarks/tokenizer_bench --write-corpora DIR   (DIR/NAME.txt for
+//       each corpus, for benchmarks/tokenizer_compare.sh to feed other tokenizers)
 // Needs ../shared (or TACHYON_SHARED_DIR); each benchmark says so if absent.
 #include <benchmark/benchmark.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -38,7 +42,7 @@ std::string RepeatTo(const std::string& text, size_t bytes) {
   return out;
 }
 
-std::string Prose() {
+std::string ProseOnce() {
   std::string out;
   std::ifstream sts(SharedDir() + "/data/similarity/stsb/sts-train.csv");
   std::string line;
@@ -50,19 +54,19 @@ std::string Prose() {
     while (std::getline(ss, field, '\t')) fields.push_back(field);
     if (fields.size() >= 7) out += fields[5] + " " + fields[6] + "\n";
   }
-  return RepeatTo(out, 1500000);
+  return out;
 }
 
-std::string Code() {
+std::string CodeOnce() {
   std::string out;
   for (const auto& entry : fs::recursive_directory_iterator(fs::path(TACHYON_SOURCE_DIR) / "src")) {
     auto ext = entry.path().extension();
     if (ext == ".cc" || ext == ".h") out += ReadAll(entry.path());
   }
-  return RepeatTo(out, 800000);
+  return out;
 }
 
-std::string Cjk() {
+std::string CjkOnce() {
   std::string out;
   for (const char* name : {"gpt-2-chinese", "gpt-neox-japanese", "polyglot-ko"}) {
     std::ifstream in(SharedDir() + "/fixtures/tokenizer/ggml-prompts/" + name + ".txt");
@@ -72,10 +76,10 @@ std::string Cjk() {
       if (arrow != std::string::npos) out += line.substr(0, arrow) + "\n";
     }
   }
-  return RepeatTo(out, 400000);
+  return out;
 }
 
-std::string EmojiMultilingual() {
+std::string EmojiMultilingualOnce() {
   std::string inp = ReadAll(SharedDir() + "/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf.inp");
   std::string out;
   size_t start = 0;
@@ -86,17 +90,21 @@ std::string EmojiMultilingual() {
     out += inp.substr(start, found - start) + "\n";
     start = found + separator.size();
   }
-  return RepeatTo(out + "🦙🚀✅😶‍🌫️ 👩‍👩‍👧‍👦 🇯🇵 déjà vu — naïve café\n", 300000);
+  return out + "🦙🚀✅😶‍🌫️ 👩‍👩‍👧‍👦 🇯🇵 déjà vu — naïve café\n";
 }
 
 const std::map<std::string, std::string>& Corpora() {
   static const std::map<std::string, std::string> corpora = [] {
     std::map<std::string, std::string> c;
-    c["prose"] = Prose();
-    c["code"] = Code();
-    c["cjk"] = Cjk();
-    c["emoji"] = EmojiMultilingual();
+    const std::string prose = ProseOnce(), code = CodeOnce(), cjk = CjkOnce(), emoji = EmojiMultilingualOnce();
+    c["prose"] = RepeatTo(prose, 1500000);
+    c["code"] = RepeatTo(code, 800000);
+    c["cjk"] = RepeatTo(cjk, 400000);
+    c["emoji"] = RepeatTo(emoji, 300000);
     c["mixed"] = c["prose"] + c["code"] + c["cjk"] + c["emoji"];
+    // Each source once: no text repeats, so a word cache helps only as much as
+    // words recur in real text.
+    c["mixed-once"] = prose + code + cjk + emoji;
     return c;
   }();
   return corpora;
@@ -141,7 +149,7 @@ void BM_Load(benchmark::State& state, const std::string& vocab) {
 
 const int kRegistered = [] {
   for (const char* vocab : {"llama-bpe", "llama-spm"}) {
-    for (const char* corpus : {"prose", "code", "cjk", "emoji", "mixed"}) {
+    for (const char* corpus : {"prose", "code", "cjk", "emoji", "mixed", "mixed-once"}) {
       benchmark::RegisterBenchmark((std::string("BM_Encode/") + vocab + "/" + corpus).c_str(),
                                    BM_Encode, std::string(vocab), std::string(corpus))
           ->Unit(benchmark::kMillisecond)
@@ -157,4 +165,21 @@ const int kRegistered = [] {
 }  // namespace
 }  // namespace tachyon
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--write-corpora") {
+    for (const auto& [name, text] : tachyon::Corpora()) {
+      std::ofstream out(std::filesystem::path(argv[2]) / (name + ".txt"), std::ios::binary);
+      out << text;
+      if (!out) {
+        std::fprintf(stderr, "cannot write %s/%s.txt\n", argv[2], name.c_str());
+        return 1;
+      }
+    }
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

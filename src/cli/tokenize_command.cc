@@ -23,6 +23,7 @@ struct TokenizeFlags {
   std::string decode;
   bool special = false;
   std::string jsonl;
+  std::string file;
 };
 
 std::string Quoted(const std::string& s) {
@@ -90,10 +91,26 @@ int Run(const TokenizeFlags& flags) {
   }
   if (!flags.jsonl.empty()) return RunJsonl(flags, tok, options);
 
-  std::vector<TokenId> ids = tok.Encode(flags.text, options);
+  std::string text = flags.text;
+  if (!flags.file.empty()) {
+    if (!flags.text.empty()) return Fail("give the text or --file, not both");
+    std::ifstream in(flags.file, std::ios::binary);
+    if (!in) return Fail(flags.file + ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  std::vector<TokenId> ids = tok.Encode(text, options);
   if (flags.ids) {
-    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i].value();
-    std::cout << "\n";
+    std::string line;
+    line.reserve(ids.size() * 7 + 1);
+    char buf[16];
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) line += ' ';
+      line.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof(buf), "%d", ids[i].value())));
+    }
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stdout);
   } else if (flags.pieces) {
     for (TokenId id : ids) std::cout << Quoted(tok.TokenToPiece(id, true)) << "\n";
   } else {
@@ -116,6 +133,7 @@ void AddTokenizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", flags->model, "GGUF file with a tokenizer (a model or vocab-only)")
       ->required();
   cmd->add_option("text", flags->text, "Text to tokenize");
+  cmd->add_option("--file", flags->file, "Tokenize the whole of this file (its bytes as they are) instead of text");
   cmd->add_flag("--ids", flags->ids, "Print only the ids, space-separated, on one line");
   cmd->add_flag("--pieces", flags->pieces, "Print only the pieces, one JSON string a line");
   cmd->add_flag("--no-bos", flags->no_bos, "Do not add BOS/EOS (CLS/SEP for WordPiece)");

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "tokenizer/bpe_encoder.h"
 #include "tokenizer/tokenizer_test_util.h"
 #include "tokenizer/spm_encoder.h"
 #include "tokenizer/wpm_encoder.h"
@@ -184,6 +186,57 @@ TEST(TokenizerFixtureTest, BertRulesOutsideAscii) {
   // More than 100 characters: the word is [UNK].
   EXPECT_EQ(ids(std::string(101, 'x')), (std::vector<int32_t>{100}));
   EXPECT_NE(ids(std::string(100, 'x')), (std::vector<int32_t>{100}));
+}
+
+// The word cache and the heap-free merging of short words are speed only: the ids
+// are those of the plain algorithm (every word merged with a heap, nothing cached),
+// on the conformance strings, on more distinct words than the cache holds (it
+// starts over when full), on words longer than it keeps and the scan handles, and
+// with four threads sharing one cache.
+TEST(TokenizerFixtureTest, BpeWordCacheAndScanChangeNothing) {
+  for (const char* name : {"llama-bpe", "gpt-2", "gpt-neox", "falcon", "deepseek-coder"}) {
+    std::string path = SharedVocab(name);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+    StatusOr<GgufFile> file = GgufFile::Open(path);
+    ASSERT_TRUE(file.ok());
+    StatusOr<Vocab> vocab = Vocab::FromGguf(*file);
+    ASSERT_TRUE(vocab.ok()) << name;
+    auto pre = [&] {
+      return std::move(PreTokenizer::ForName(vocab->pre().empty() ? "default" : vocab->pre())).value();
+    };
+    const BpeEncoder plain(*vocab, pre(), {.cache_words = 0, .scan_symbols = 0});
+    const BpeEncoder fast(*vocab, pre(), {.cache_words = 4096});
+    std::string text;
+    {
+      std::ifstream in(path + ".inp", std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    }
+    uint32_t x = 7;
+    for (int i = 0; i < 6000; ++i) {  // distinct made-up words: more than the cache's 4096
+      x = x * 1664525u + 1013904223u;
+      text += " w" + std::to_string(x % 100000) + (i % 3 == 0 ? "ing" : i % 3 == 1 ? "ed" : "s");
+    }
+    // Repeated letters (ties between equal pairs: the leftmost first), and words past
+    // the scan's 24 symbols and the cache's 48 bytes.
+    text += " aaa zzzzz oooooooo ______ 1111111 " + std::string(30, 'a') + " " + std::string(60, 'z') +
+            " supercalifragilisticexpialidocious_and_more https://example.com/a/very/long/path?with=query " +
+            "東京特許許可局長今日急遽休暇許可拒否";
+    std::vector<TokenId> want;
+    plain.Encode(text, &want);
+    ASSERT_GT(want.size(), 10000u) << name;
+    for (int round = 0; round < 2; ++round) {  // the second from the cache
+      std::vector<TokenId> got;
+      fast.Encode(text, &got);
+      ASSERT_EQ(Values(got), Values(want)) << name << " round " << round;
+    }
+    std::vector<std::vector<TokenId>> results(4);
+    std::vector<std::thread> threads;
+    for (auto& r : results) threads.emplace_back([&fast, &text, &r] { fast.Encode(text, &r); });
+    for (auto& t : threads) t.join();
+    for (const auto& r : results) EXPECT_EQ(Values(r), Values(want)) << name << " with threads";
+  }
 }
 
 // Encoding word by word must give exactly what merging the whole text gives.

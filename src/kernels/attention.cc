@@ -9,6 +9,7 @@
 #include "kernels/fp16.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quantize.h"
+#include "kernels/x86/attention_avx2.h"
 #include "kernels/x86/dot_avx2.h"
 #include "kernels/x86/ops_avx2.h"
 
@@ -48,13 +49,14 @@ namespace {
 // The online softmax over a sequence's blocks, for one query token. The cache
 // type enters only through score(kv_head_offset, slot, qh) -> q.k and
 // add(acc, p, kv_head_offset, slot) -> acc += p * v.
+// Heads [head_begin, head_end).
 template <typename Score, typename AddValue>
 void OnlineSoftmax(const float* q, const int32_t* block_table, int64_t num_positions, const AttentionShape& shape,
-                   float scale, float* out, Score score, AddValue add) {
+                   float scale, float* out, Score score, AddValue add, int head_begin, int head_end) {
   const int head_dim = shape.head_dim;
   const int group = shape.n_heads / shape.n_kv_heads;
   std::vector<float> scores(shape.block_size);
-  for (int h = 0; h < shape.n_heads; ++h) {
+  for (int h = head_begin; h < head_end; ++h) {
     const float* qh = q + static_cast<int64_t>(h) * head_dim;
     const int kv_head = h / group;
     float* acc = out + static_cast<int64_t>(h) * head_dim;
@@ -87,7 +89,7 @@ void OnlineSoftmax(const float* q, const int32_t* block_table, int64_t num_posit
 // F32 or F16 (uint16_t) cache: keys and values read in place.
 template <typename T>
 void AttendFloatCache(const T* k, const T* v, const float* q, const int32_t* block_table, int64_t num_positions,
-                      const AttentionShape& shape, float scale, float* out) {
+                      const AttentionShape& shape, float scale, float* out, int head_begin, int head_end) {
   constexpr bool kHalf = std::is_same_v<T, uint16_t>;
   const int head_dim = shape.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
@@ -117,24 +119,49 @@ void AttendFloatCache(const T* k, const T* v, const float* q, const int32_t* blo
             for (int d = 0; d < head_dim; ++d) acc[d] += p * value[d];
           }
         }
-      });
+      },
+      head_begin, head_end);
 }
+
+// AttendPaged for heads [head_begin, head_end) only.
+void AttendPagedHeads(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
+                      const AttentionShape& shape, float scale, float* out, int head_begin, int head_end);
 
 }  // namespace
 
 void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
                  const AttentionShape& shape, float scale, float* out) {
+  AttendPagedHeads(q, kv, block_table, num_positions, shape, scale, out, 0, shape.n_heads);
+}
+
+void AttendPagedRun(const float* q, int64_t q_stride, int num_queries, int64_t first_position, const LayerKv& kv,
+                    const int32_t* block_table, const AttentionShape& shape, float scale, int kv_head, float* out) {
+  if (CpuHasAvx2()) {
+    avx2::AttendRunKvHead(q, q_stride, num_queries, first_position, kv, block_table, shape, scale, kv_head, out);
+    return;
+  }
+  const int group = shape.n_heads / shape.n_kv_heads;
+  for (int t = 0; t < num_queries; ++t) {
+    AttendPagedHeads(q + t * q_stride, kv, block_table, first_position + t + 1, shape, scale, out + t * q_stride,
+                     kv_head * group, (kv_head + 1) * group);
+  }
+}
+
+namespace {
+
+void AttendPagedHeads(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
+                      const AttentionShape& shape, float scale, float* out, int head_begin, int head_end) {
   const int head_dim = shape.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
   const bool simd = CpuHasAvx2();
   switch (kv.type) {
     case KvType::kF32:
       AttendFloatCache(static_cast<const float*>(kv.k), static_cast<const float*>(kv.v), q, block_table,
-                       num_positions, shape, scale, out);
+                       num_positions, shape, scale, out, head_begin, head_end);
       return;
     case KvType::kF16:
       AttendFloatCache(static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v), q, block_table,
-                       num_positions, shape, scale, out);
+                       num_positions, shape, scale, out, head_begin, head_end);
       return;
     case KvType::kQ8_0: {
       // Each position's slice of a head is dequantized, then used as F32.
@@ -156,11 +183,14 @@ void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, 
             } else {
               for (int d = 0; d < head_dim; ++d) acc[d] += p * scratch[d];
             }
-          });
+          },
+          head_begin, head_end);
       return;
     }
   }
 }
+
+}  // namespace
 
 void AttendDense(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t num_keys,
                  const AttentionShape& shape, float scale, float* out) {
@@ -184,7 +214,8 @@ void AttendDense(const float* q, const float* k, const float* v, int64_t kv_stri
         } else {
           for (int d = 0; d < head_dim; ++d) acc[d] += p * value[d];
         }
-      });
+      },
+      0, shape.n_heads);
 }
 
 }  // namespace tachyon

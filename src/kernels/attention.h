@@ -38,6 +38,18 @@ struct AttentionShape {
 void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
                  const AttentionShape& shape, float scale, float* out);
 
+// Causal attention of a run of consecutive tokens of one sequence, positions
+// first_position .. first_position + num_queries - 1, each over the sequence's
+// positions up to its own, for the query heads of KV head `kv_head` only (callers
+// split the work by KV head). q, out: [num_queries, q_stride] floats, head h of
+// token t at t * q_stride + h * head_dim. On AVX2 the run's (token, head) rows
+// are computed eight at a time in the lanes of registers, each K/V block
+// converted once for all of them (x86/attention_avx2.h); a token's result does not
+// depend on the run it is computed in, so the engine may split a batch any way.
+// Elsewhere, AttendPaged's arithmetic per token.
+void AttendPagedRun(const float* q, int64_t q_stride, int num_queries, int64_t first_position, const LayerKv& kv,
+                    const int32_t* block_table, const AttentionShape& shape, float scale, int kv_head, float* out);
+
 // Bidirectional attention for encoder models: one query token over all
 // num_keys tokens of its own sequence (callers give each sequence's rows, so a
 // batch of sequences is masked per sequence by construction), keys in tiles of

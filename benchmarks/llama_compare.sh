@@ -8,6 +8,7 @@
 #
 #   LLAMA_BENCH=~/.cache/llama.cpp/build/bin/llama-bench benchmarks/llama_compare.sh
 #   LLAMA_BENCH=... SHAPES="smol-135m" TYPES="q8_0 q5_k_m" PAIRS=3 benchmarks/llama_compare.sh
+#   LLAMA_BENCH=... PP=2000 TG=16 FA=1 ...   (a long prompt; FA=1: llama.cpp with flash attention)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench binary}"
@@ -17,17 +18,17 @@ shared=${TACHYON_SHARED_DIR:-../shared}
 models=${MODEL_DIR:-/tmp/tachyon-bench-models}
 shapes=${SHAPES:-"smol-135m llama-1b"}
 types=${TYPES:-"f16 q8_0 q4_0 q4_k_m"}
-threads=${THREADS:-2} PAIRS=${PAIRS:-2} PP=${PP:-512} TG=${TG:-64}
+threads=${THREADS:-2} PAIRS=${PAIRS:-2} PP=${PP:-512} TG=${TG:-64} FA=${FA:-0}
 mkdir -p "$models"
 
 source benchmarks/bench_models.sh
 llama() {  # model -p N -n M: tokens/s
-  "$LLAMA_BENCH" -m "$1" -p "$2" -n "$3" -t "$threads" -r 1 -o json 2>/dev/null |
+  "$LLAMA_BENCH" -m "$1" -p "$2" -n "$3" -t "$threads" -fa "$FA" -r 1 -o json 2>/dev/null |
     python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["avg_ts"])'
 }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; tachyon $(git rev-parse --short HEAD);" \
-     "llama.cpp $LLAMA_BENCH"
+     "llama.cpp $LLAMA_BENCH (flash attention: $FA)"
 echo "$PAIRS A/B pairs per figure, median of the pairs (tokens/s)"
 echo
 echo "| model | type | pp$PP tachyon | pp$PP llama.cpp | ratio | tg$TG tachyon | tg$TG llama.cpp | ratio |"

@@ -7,18 +7,21 @@
 namespace tachyon {
 namespace {
 
-nlohmann::json Convert(simdjson::dom::element e) {
+nlohmann::json Convert(simdjson::dom::element e, bool* repeated_keys) {
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT: {
       nlohmann::json out = nlohmann::json::object();
+      size_t num_fields = 0;
       for (simdjson::dom::key_value_pair field : simdjson::dom::object(e)) {
-        out[std::string(field.key)] = Convert(field.value);  // a repeated key: the last one, as nlohmann keeps it
+        out[std::string(field.key)] = Convert(field.value, repeated_keys);  // a repeated key: the last one, as nlohmann keeps it
+        ++num_fields;
       }
+      if (out.size() != num_fields) *repeated_keys = true;
       return out;
     }
     case simdjson::dom::element_type::ARRAY: {
       nlohmann::json out = nlohmann::json::array();
-      for (simdjson::dom::element item : simdjson::dom::array(e)) out.push_back(Convert(item));
+      for (simdjson::dom::element item : simdjson::dom::array(e)) out.push_back(Convert(item, repeated_keys));
       return out;
     }
     case simdjson::dom::element_type::STRING:
@@ -39,15 +42,21 @@ nlohmann::json Convert(simdjson::dom::element e) {
 
 }  // namespace
 
-nlohmann::json ParseJson(std::string_view text) {
+nlohmann::json ParseJson(std::string_view text, bool* repeated_keys) {
+  bool repeated = false;
+  if (repeated_keys == nullptr) repeated_keys = &repeated;
+  *repeated_keys = false;
   if (text.size() <= kSimdJsonMaxBytes) {
     thread_local simdjson::dom::parser parser;
     thread_local std::string padded;
     padded.assign(text.begin(), text.end());
     padded.resize(text.size() + simdjson::SIMDJSON_PADDING, '\0');
     simdjson::dom::element root;
-    if (parser.parse(padded.data(), text.size(), false).get(root) == simdjson::SUCCESS) return Convert(root);
+    if (parser.parse(padded.data(), text.size(), false).get(root) == simdjson::SUCCESS) {
+      return Convert(root, repeated_keys);
+    }
   }
+  *repeated_keys = true;  // not checked
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 

@@ -19,6 +19,9 @@ namespace tachyon {
 inline constexpr size_t kSimdJsonMaxBytes = 64 << 10;
 
 // The parsed value, or a discarded one (is_discarded()) when `text` is not JSON.
-nlohmann::json ParseJson(std::string_view text);
+// `repeated_keys`, when given, is set to whether some object in the text names a
+// key twice (the value keeps the last; another reader of the same text may take the
+// first), or may: texts that nlohmann reads are not checked and count as repeated.
+nlohmann::json ParseJson(std::string_view text, bool* repeated_keys = nullptr);
 
 }  // namespace tachyon

@@ -35,6 +35,25 @@ TEST(ParseJsonTest, GivesNlohmannsValue) {
   }
 }
 
+TEST(ParseJsonTest, TellsWhetherAnObjectRepeatsAKey) {
+  auto repeated = [](const std::string& text) {
+    bool r = false;
+    EXPECT_FALSE(ParseJson(text, &r).is_discarded()) << text;
+    return r;
+  };
+  EXPECT_FALSE(repeated(R"({"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]})"));
+  EXPECT_FALSE(repeated(R"([1,2,{}])"));
+  EXPECT_TRUE(repeated(R"({"a":1,"a":2})"));
+  EXPECT_TRUE(repeated(R"({"m":[{"role":"user","content":"x","content":"y"}]})")) << "at any depth";
+  EXPECT_TRUE(repeated(R"({"a":{"b":{"c":1,"c":1}}})")) << "even with equal values";
+  // Past simdjson's size nlohmann reads the text, which tells nothing: counted as repeated.
+  std::string big = "{\"a\":[";
+  for (int i = 0; i < 20000; ++i) big += std::to_string(i) + ",";
+  big += "0]}";
+  ASSERT_GT(big.size(), kSimdJsonMaxBytes);
+  EXPECT_TRUE(repeated(big));
+}
+
 TEST(ParseJsonTest, RefusesWhatNlohmannRefuses) {
   for (const char* text : {
            "", " ", "{", "}", "[1,]", "{\"a\":}", "{\"a\" 1}", "[01]", "[1.]", "[.5]", "[+1]", "[NaN]", "[Infinity]",

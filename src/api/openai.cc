@@ -124,11 +124,14 @@ std::string ErrorMessageOf(const std::string& body) {
 }
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view text, Endpoint endpoint) {
-  json body = ParseJson(text);
+  bool repeated_keys = true;
+  json body = ParseJson(text, &repeated_keys);
   // Every read below checks the type first; this is the net under them, so that
   // no request can make the parser throw past its caller.
   try {
-    return ParseFields(std::move(body), endpoint);
+    std::variant<CompletionRequest, ApiError> parsed = ParseFields(std::move(body), endpoint);
+    if (auto* r = std::get_if<CompletionRequest>(&parsed); r != nullptr && !repeated_keys) r->raw_body = text;
+    return parsed;
   } catch (const json::exception& e) {
     return Invalid(std::string("the request body has a field of an unexpected type: ") + e.what(), "");
   }

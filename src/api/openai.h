@@ -68,6 +68,11 @@ struct CompletionRequest {
   int num_logprobs = -1;       // completions "logprobs": N; chat "logprobs": true + "top_logprobs": N; -1 off
   std::string user;
   nlohmann::json body;  // the whole parsed request, unknown fields included
+  // The client's bytes when they mean exactly `body` to any JSON reader (no object
+  // in them repeats a key, so no upstream can read a field the gateway did not
+  // see), else "". Sent upstream as they are (no re-serialising on the hot path).
+  // Whoever changes `body` makes a new request (ParseCompletionRequest) instead.
+  std::string raw_body;
 };
 
 // One generated token's log-probability entry, with its text (possibly part

@@ -242,9 +242,12 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
     sink->OnDone(std::move(refused));
     return [] {};
   }
-  // The client's body as it is; a copy only when the model name changes.
+  // The client's bytes as they came (raw_body) where the gateway read them as any
+  // reader would; else the parsed body written again; renamed when the backend names its model.
   std::string body;
-  if (options_.upstream_model.empty()) {
+  if (options_.upstream_model.empty() && !r.raw_body.empty()) {
+    body = r.raw_body;
+  } else if (options_.upstream_model.empty()) {
     body = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
     nlohmann::json renamed = r.body;

@@ -63,6 +63,30 @@ TEST(RemoteBackendTest, StreamsEveryEventAsItArrivesAndSendsTheBodyUnchanged) {
   EXPECT_EQ(up.authorizations()[0], "Bearer sk-test");
 }
 
+// The client's bytes go upstream as they came (spacing, key order, escapes), unless an
+// object repeats a key: an upstream that keeps the first would then read a field the
+// gateway (which keeps the last) never saw, so the parsed body is written again.
+TEST(RemoteBackendTest, SendsTheClientsBytesUnlessAKeyRepeats) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  auto backend = Make(up);
+  const std::string plain =
+      R"({ "messages" : [{"role":"user","content":"hé \/ 1.50"}],  "zeta":1.50, "alpha":[ ] })";
+  const std::string repeated =
+      R"({"messages":[{"role":"user","content":"first","content":"second"}],"model":"a","model":"chat"})";
+  for (const std::string& body : {plain, repeated}) {
+    auto sink = std::make_shared<Collector>();
+    backend->Start(Chat(body), sink);
+    ASSERT_TRUE(sink->Wait());
+    EXPECT_EQ(sink->result.kind, BackendResult::Kind::kOk) << sink->result.error.message;
+  }
+  const std::vector<std::string> sent = up.raw_bodies();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0], plain);
+  EXPECT_EQ(sent[1], R"({"messages":[{"content":"second","role":"user"}],"model":"chat"})")
+      << "only the values the gateway read";
+}
+
 TEST(RemoteBackendTest, WholeAnswersPassThroughAndFourHundredsAreRejectionsAsTheyAre) {
   UpstreamServer up;
   ASSERT_TRUE(up.ok());

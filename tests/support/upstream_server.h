@@ -63,6 +63,11 @@ class UpstreamServer {
     std::lock_guard<std::mutex> lock(mutex_);
     return bodies_;
   }
+  // The request bodies as they arrived, byte for byte.
+  std::vector<std::string> raw_bodies() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return raw_bodies_;
+  }
   std::vector<std::string> authorizations() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return authorizations_;
@@ -90,6 +95,7 @@ class UpstreamServer {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       bodies_.push_back(body);
+      raw_bodies_.push_back(r.body);
       auto auth = r.headers.find("authorization");
       authorizations_.push_back(auth == r.headers.end() ? "" : auth->second);
     }
@@ -147,6 +153,7 @@ class UpstreamServer {
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<ResponseWriter>> hung_;
   std::vector<nlohmann::json> bodies_;
+  std::vector<std::string> raw_bodies_;
   std::vector<std::string> authorizations_;
   std::atomic<int> num_requests_{0}, num_closed_{0};
   std::atomic<bool> stopping_{false};

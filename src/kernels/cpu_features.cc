@@ -1,5 +1,7 @@
 #include "kernels/cpu_features.h"
 
+#include <cstdlib>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -20,9 +22,32 @@ bool DetectAvx2() {
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   return ebx & (1u << 5);  // AVX2
 }
+
+bool DetectAvx512Vnni() {
+  if (!DetectAvx2()) return false;
+  const char* off = std::getenv("TACHYON_NO_AVX512");
+  if (off != nullptr && off[0] != '\0' && off[0] != '0') return false;
+  unsigned eax, ebx, ecx, edx;
+  // The OS must save the opmask and all ZMM state (XCR0 bits 5, 6 and 7).
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xe6u) != 0xe6u) return false;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool f = ebx & (1u << 16), bw = ebx & (1u << 30), vl = ebx & (1u << 31), vnni = ecx & (1u << 11);
+  return f && bw && vl && vnni;
+}
 #endif
 
 }  // namespace
+
+bool CpuHasAvx512Vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = DetectAvx512Vnni();
+  return has;
+#else
+  return false;
+#endif
+}
 
 bool CpuHasAvx2() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "kernels/block_formats.h"
 #include "kernels/cpu_features.h"
+#include "kernels/packed_matrix.h"
 #include "kernels/ref/kquants.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quantize.h"
@@ -139,8 +140,17 @@ bool IsMatMulType(GgmlType type) {
   }
 }
 
+void PackForMatMul(WeightMatrix* w) {
+  if (w->packed != nullptr || w->data == nullptr) return;
+  w->packed = PackedMatrix::Pack(w->type, w->data, w->rows, w->cols);
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
             KernelPath path) {
+  if (w.packed != nullptr && path == KernelPath::kAuto) {
+    w.packed->MatMul(x, num_tokens, y, pool);
+    return;
+  }
   const Kernel kernel = SelectKernel(w.type, path);
   const uint64_t row_bytes = *GgmlRowBytes(w.type, w.cols);
   // Activations in the kernel's input format: [num_tokens, x_row_bytes].

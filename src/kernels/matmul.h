@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -18,12 +19,21 @@
 
 namespace tachyon {
 
+class PackedMatrix;
+
 struct WeightMatrix {
   GgmlType type = GgmlType::kF32;
   const uint8_t* data = nullptr;
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features
+  // The same matrix packed for this CPU's fastest kernels (kernels/packed_matrix.h),
+  // or null. When set, MatMul reads only it; `data` still serves row lookups.
+  std::shared_ptr<const PackedMatrix> packed;
 };
+
+// Sets w->packed where this CPU has a packed kernel for w's type (AVX-512 VNNI:
+// Q8_0, Q4_0): a copy of the weights, made once at load.
+void PackForMatMul(WeightMatrix* w);
 
 // Types MatMul computes with.
 bool IsMatMulType(GgmlType type);

@@ -71,6 +71,12 @@ Status Model::BindWeights() {
     RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &w.w_up));
     RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &w.w_down));
   }
+  // Where this CPU has packed kernels, the matrices are packed once here (token_embd_
+  // stays as it is: it serves row lookups; a tied output_ gets its own packed copy).
+  PackForMatMul(&output_);
+  for (LayerWeights& w : layers_) {
+    for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) PackForMatMul(m);
+  }
   return Status::Ok();
 }
 

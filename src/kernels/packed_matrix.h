@@ -1,0 +1,95 @@
+// PackedMatrix: a Q8_0 or Q4_0 weight matrix rewritten once, at load, for the
+// AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
+//
+// A row is groups of 16 blocks (512 values), the last one partial when the row's
+// blocks are not a multiple of 16. In a group, "vector j" (j = 0..7) holds in its
+// 4-byte lane b the values 4j..4j+3 of block b (a partial group's vectors have only
+// its blocks' lanes: 4 bytes a block), so that 8 vpdpbusd leave one exact integer
+// sum per block in each lane, with no shuffles. vpdpbusd multiplies unsigned by
+// signed bytes: the weight quants are stored unsigned (Q8_0: q + 128; Q4_0: its
+// nibble, which is q + 8) and each activation block carries -offset * (sum of its
+// quants), which takes the offset back out exactly.
+//
+// A packed row: the quants of every group, then the F16 scales of every block
+// (uint16 d[num_blocks]), padded to 64 bytes so that every row and every whole
+// group's quants start on a cache line:
+//   Q8_0: uint8 u[8][64] a group (544 bytes with its scales, as the file's 16 blocks)
+//   Q4_0: uint8 nibbles[4][64] a group, slice s holding vector s in its low nibbles
+//         and vector s + 4 in its high ones (288 bytes with its scales, as the file's)
+//
+// Invariant: the product of a row and a token is computed by the same sequence of
+// operations whatever the number of tokens or rows in the call (see gemm_avx512.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/thread_pool.h"
+#include "gguf/ggml_type.h"
+
+namespace tachyon {
+
+enum class PackedFormat { kQ8_0, kQ4_0 };
+
+inline constexpr int kPackedGroupBlocks = 16;
+inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
+
+// One token's activations for 16 blocks: Q8_0 quantized as the reference
+// quantizes them (ref::QuantizeActivationsQ8_0), in the packed vector layout.
+struct alignas(64) ActivationGroup {
+  int8_t q[kPackedGroupValues];           // vector j at q[64 j]
+  float d[kPackedGroupBlocks];            // block scales (the F16 scale, widened); 0 for padding
+  int32_t offset_sums[kPackedGroupBlocks];  // -offset * sum of the block's quants
+};
+static_assert(sizeof(ActivationGroup) == 640, "ActivationGroup is 512 quants, 16 scales and 16 sums");
+
+class PackedMatrix {
+ public:
+  // The packed form of a [rows, cols] matrix of `type` at `data`, or null when this
+  // CPU has no AVX-512 VNNI or the type has no packed form (then MatMul uses the rows as they are).
+  static std::unique_ptr<PackedMatrix> Pack(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols);
+  // Packs regardless of the CPU (tests of the layout).
+  static std::unique_ptr<PackedMatrix> PackAnyCpu(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols);
+
+  PackedFormat format() const { return format_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // Groups of 16 blocks, the partial last one included (activation groups a token needs).
+  int64_t num_groups() const { return num_full_groups_ + (partial_blocks_ > 0); }
+  size_t bytes() const { return row_bytes_ * rows_; }
+
+  // y [num_tokens, rows] = x [num_tokens, cols] * this^T. Needs CpuHasAvx512Vnni().
+  void MatMul(const float* x, int64_t num_tokens, float* y, ThreadPool& pool) const;
+
+  // Row `row` unpacked back to the file's blocks (tests: the packing loses nothing).
+  void UnpackRow(int64_t row, uint8_t* out) const;
+
+ private:
+  PackedMatrix(PackedFormat format, int64_t rows, int64_t cols);
+  const uint8_t* row(int64_t r) const { return data_.get() + r * row_bytes_; }
+  // Where block `block` of a row starting at `row` goes: its group's quants, its
+  // lane, and the bytes of one of that group's vectors (64, or 4 a block if partial).
+  struct Placement {
+    uint8_t* group;
+    int lane;
+    int width;
+  };
+  Placement Place(uint8_t* row, int64_t block) const;
+  size_t group_bytes() const { return format_ == PackedFormat::kQ8_0 ? 512 : 256; }
+  size_t quant_bytes() const { return num_full_groups_ * group_bytes() + group_bytes() / 16 * partial_blocks_; }
+
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  PackedFormat format_;
+  int64_t rows_, cols_, num_full_groups_;
+  int partial_blocks_;
+  size_t row_bytes_;
+  std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_], 64-byte aligned
+};
+
+// x [n] as activation groups for weights of `format` (ceil(n / 512) groups; the
+// lanes of a partial group's missing blocks are zero, scales and sums included).
+void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, ActivationGroup* out);
+
+}  // namespace tachyon

@@ -1,0 +1,87 @@
+#include "kernels/packed_matrix.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu_features.h"
+#include "kernels/kernels_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/ref/quantize.h"
+
+namespace tachyon {
+namespace {
+
+std::vector<uint8_t> QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> values = testing_util::RandomNonZero(rows * cols, seed, 0.02f);
+  const uint64_t row_bytes = *GgmlRowBytes(type, cols);
+  std::vector<uint8_t> bytes(rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::QuantizeRow(type, values.data() + r * cols, bytes.data() + r * row_bytes, cols);
+  }
+  return bytes;
+}
+
+class PackedMatrixTest : public ::testing::TestWithParam<GgmlType> {};
+
+// 576 columns: one whole group of 16 blocks and one of 2 (padded); 2048: four whole.
+TEST_P(PackedMatrixTest, PackingLosesNothing) {
+  const GgmlType type = GetParam();
+  for (int64_t cols : {64, 576, 2048}) {
+    const int64_t rows = 5;
+    const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 3);
+    std::unique_ptr<PackedMatrix> packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols);
+    ASSERT_NE(packed, nullptr);
+    EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
+    const uint64_t row_bytes = *GgmlRowBytes(type, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<uint8_t> row(row_bytes);
+      packed->UnpackRow(r, row.data());
+      EXPECT_EQ(std::memcmp(row.data(), bytes.data() + r * row_bytes, row_bytes), 0) << cols << " cols, row " << r;
+    }
+  }
+}
+
+// Against the reference MatMul on the same bytes (the same Q8_0 activations, so only
+// the order of the float sums differs), and bit for bit: every token's result the same
+// in a batch of any size as alone, with rows not a multiple of the 4-row tile.
+TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
+  if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
+  const GgmlType type = GetParam();
+  for (int64_t cols : {576, 2048}) {
+    const int64_t rows = 37, tokens = 17;
+    const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 7);
+    WeightMatrix w{type, bytes.data(), rows, cols};
+    PackForMatMul(&w);
+    ASSERT_NE(w.packed, nullptr);
+    const std::vector<float> x = testing_util::RandomNonZero(tokens * cols, 8);
+    ThreadPool one(1), three(3);
+    std::vector<float> batch(tokens * rows), reference(tokens * rows);
+    MatMul(w, x.data(), tokens, batch.data(), three);
+    MatMul(w, x.data(), tokens, reference.data(), one, KernelPath::kReference);
+    for (int64_t i = 0; i < tokens * rows; ++i) {
+      ASSERT_NEAR(batch[i], reference[i], 1e-4f * (1 + std::fabs(reference[i]))) << cols << " cols, at " << i;
+    }
+    for (int64_t size : {1, 2, 4, 5}) {
+      for (int64_t t0 = 0; t0 + size <= tokens; t0 += size) {
+        std::vector<float> part(size * rows);
+        MatMul(w, x.data() + t0 * cols, size, part.data(), one);
+        for (int64_t i = 0; i < size * rows; ++i) {
+          ASSERT_EQ(part[i], batch[t0 * rows + i]) << "bit-identical: batch of " << size << " at token " << t0;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0),
+                         [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
+
+TEST(PackedMatrixTest, OtherTypesAreNotPacked) {
+  const std::vector<uint8_t> bytes = QuantizedMatrix(GgmlType::kQ4_K, 2, 256, 1);
+  EXPECT_EQ(PackedMatrix::PackAnyCpu(GgmlType::kQ4_K, bytes.data(), 2, 256), nullptr);
+}
+
+}  // namespace
+}  // namespace tachyon

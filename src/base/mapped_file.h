@@ -24,6 +24,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Drops the resident pages wholly inside [p, p + n) (a part of the map): they
+  // stop counting in the process's memory, and are read from the file again if
+  // touched. For data that has been copied elsewhere (packed weights).
+  void ReleasePages(const uint8_t* p, size_t n) const;
+
  private:
   void Reset();
 

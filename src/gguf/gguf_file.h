@@ -75,6 +75,10 @@ class GgufFile {
   StatusOr<std::string> GetString(std::string_view key) const;
   StatusOr<const GgufArray*> GetArray(std::string_view key) const;
 
+  // Drops the resident pages of bytes [p, p + n) of a mapped file (a no-op for a
+  // file parsed from a caller's buffer): see MappedFile::ReleasePages.
+  void ReleasePages(const uint8_t* p, size_t n) const { mapping_.ReleasePages(p, n); }
+
   // In file order.
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* FindTensor(std::string_view name) const;

@@ -22,6 +22,9 @@ constexpr int64_t kRowTile = 16;
 constexpr int kTileRows = 4;
 constexpr int kTileTokens = 3;
 constexpr int kTileRowsOneToken = 8;  // decode: more rows, so more independent vpdpbusd chains
+// From this many tokens a Q4_0 tile is expanded to bytes once (ExpandQ4Rows)
+// rather than its nibbles split for every 3 tokens.
+constexpr int64_t kMinTokensToExpand = 12;
 
 int32_t OffsetOf(PackedFormat format) { return format == PackedFormat::kQ8_0 ? 128 : 8; }
 
@@ -137,22 +140,40 @@ void PackedMatrix::MatMul(const float* x, int64_t num_tokens, float* y, ThreadPo
   });
   const int64_t num_tiles = (rows_ + kRowTile - 1) / kRowTile;
   const int64_t token_stride = ng * sizeof(ActivationGroup);
+  const avx512::PackedRows all{.rows = data_.get(),
+                               .row_stride = static_cast<int64_t>(row_bytes_),
+                               .scales = data_.get() + quant_bytes(),
+                               .scales_stride = static_cast<int64_t>(row_bytes_),
+                               .num_full_groups = num_full_groups_,
+                               .partial_blocks = partial_blocks_};
+  // Q4_0 tiles are expanded to bytes once when enough tokens pass over them.
+  const bool expand = format_ == PackedFormat::kQ4_0 && num_tokens >= kMinTokensToExpand;
+  const PackedFormat tile_format = expand ? PackedFormat::kQ8_0 : format_;
+  const int64_t expanded_stride = (num_full_groups_ * 512 + 32 * partial_blocks_ + 63) / 64 * 64;
   pool.ParallelFor(num_tiles, [&](size_t tile_begin, size_t tile_end, int) {
+    std::unique_ptr<uint8_t[], Free> expanded(
+        expand ? static_cast<uint8_t*>(std::aligned_alloc(64, kRowTile * expanded_stride)) : nullptr);
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       const int64_t r0 = tile * kRowTile, r1 = std::min(rows_, r0 + kRowTile);
+      avx512::PackedRows rows = all;
+      rows.rows = row(r0);
+      rows.scales = row(r0) + quant_bytes();
+      if (expand) {
+        avx512::ExpandQ4Rows(rows, static_cast<int>(r1 - r0), expanded.get(), expanded_stride);
+        rows.rows = expanded.get();
+        rows.row_stride = expanded_stride;
+      }
       for (int64_t t = 0; t < num_tokens; t += kTileTokens) {
         const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, num_tokens - t));
         const int tile_rows = nt == 1 ? kTileRowsOneToken : kTileRows;
         for (int64_t r = r0, nr = 0; r < r1; r += nr) {
           // A one-token tile of fewer than 8 rows goes 4 (or fewer) at a time.
           nr = std::min<int64_t>(r1 - r >= tile_rows ? tile_rows : kTileRows, r1 - r);
-          const avx512::PackedRows rows{.rows = row(r),
-                                        .row_stride = static_cast<int64_t>(row_bytes_),
-                                        .scales_offset = static_cast<int64_t>(quant_bytes()),
-                                        .num_full_groups = num_full_groups_,
-                                        .partial_blocks = partial_blocks_};
-          avx512::DotTile(format_, rows, static_cast<int>(nr), &act[t * ng], token_stride, nt, y + t * rows_ + r,
-                          rows_);
+          avx512::PackedRows part = rows;
+          part.rows += (r - r0) * rows.row_stride;
+          part.scales += (r - r0) * rows.scales_stride;
+          avx512::DotTile(tile_format, part, static_cast<int>(nr), &act[t * ng], token_stride, nt,
+                          y + t * rows_ + r, rows_);
         }
       }
     }

@@ -71,11 +71,18 @@ Status Model::BindWeights() {
     RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &w.w_up));
     RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &w.w_down));
   }
-  // Where this CPU has packed kernels, the matrices are packed once here (token_embd_
-  // stays as it is: it serves row lookups; a tied output_ gets its own packed copy).
-  PackForMatMul(&output_);
+  // Where this CPU has packed kernels, the matrices are packed once here and their
+  // file pages released (token_embd_ stays as it is: it serves row lookups; a tied
+  // output_ gets its own packed copy and keeps the pages).
+  auto pack = [&](WeightMatrix* m) {
+    PackForMatMul(m);
+    if (m->packed != nullptr && m->data != token_embd_.data) {
+      file_.ReleasePages(m->data, *GgmlRowBytes(m->type, m->cols) * m->rows);
+    }
+  };
+  pack(&output_);
   for (LayerWeights& w : layers_) {
-    for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) PackForMatMul(m);
+    for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(m);
   }
   return Status::Ok();
 }

@@ -47,10 +47,10 @@ struct Q4Rows {
   }
 };
 
-// The 16 weight scales of group g of a row (0 past a partial group's blocks).
+// The 16 weight scales of group g of a row's scales (0 past a partial group's blocks).
 template <bool kPartial>
-__m512 LoadScales(const PackedRows& w, const uint8_t* row, int64_t g, int num_blocks) {
-  const uint16_t* d = reinterpret_cast<const uint16_t*>(row + w.scales_offset) + g * 16;
+__m512 LoadScales(const uint8_t* row, int64_t g, int num_blocks) {
+  const uint16_t* d = reinterpret_cast<const uint16_t*>(row) + g * 16;
   const __m256i halves = kPartial ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << num_blocks) - 1), d)
                                   : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d));
   return _mm512_cvtph_ps(halves);
@@ -74,7 +74,7 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
     }
   }
   for (int r = 0; r < R; ++r) {
-    const __m512 dw = LoadScales<kPartial>(w, w.rows + r * w.row_stride, g, num_blocks);
+    const __m512 dw = LoadScales<kPartial>(w.scales + r * w.scales_stride, g, num_blocks);
     for (int t = 0; t < T; ++t) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_load_ps(x[t][g].d));
       acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[r][t]), scale, acc[r][t]);
@@ -120,7 +120,7 @@ void OneTokenGroup(const PackedRows& w, const ActivationGroup* x, int64_t g, __m
   }
   const __m512 dx = _mm512_load_ps(x[g].d);
   for (int r = 0; r < R; ++r) {
-    const __m512 dw = LoadScales<kPartial>(w, w.rows + r * w.row_stride, g, num_blocks);
+    const __m512 dw = LoadScales<kPartial>(w.scales + r * w.scales_stride, g, num_blocks);
     const __m512i sums = _mm512_add_epi32(even[r], odd[r]);
     acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, dx), acc[r]);
   }
@@ -159,6 +159,32 @@ void DotTile(PackedFormat format, const PackedRows& rows, int num_rows, const Ac
   }
   (q8 ? FindTile<Q8Rows>(num_rows, num_tokens) : FindTile<Q4Rows>(num_rows, num_tokens))(rows, tokens, token_stride,
                                                                                          y, y_stride);
+}
+
+void ExpandQ4Rows(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  for (int r = 0; r < num_rows; ++r) {
+    const uint8_t* in = rows.rows + r * rows.row_stride;
+    uint8_t* o = out + r * out_stride;
+    for (int64_t g = 0; g < rows.num_full_groups; ++g) {
+      for (int s = 0; s < 4; ++s) {
+        const __m512i slice = _mm512_load_si512(in + g * 256 + s * 64);
+        _mm512_store_si512(o + g * 512 + s * 64, _mm512_and_si512(slice, low));
+        _mm512_store_si512(o + g * 512 + (s + 4) * 64, _mm512_and_si512(_mm512_srli_epi16(slice, 4), low));
+      }
+    }
+    if (rows.partial_blocks > 0) {
+      const int width = 4 * rows.partial_blocks;
+      const __mmask64 mask = (~0ull) >> (64 - width);
+      const uint8_t* group = in + rows.num_full_groups * 256;
+      uint8_t* expanded = o + rows.num_full_groups * 512;
+      for (int s = 0; s < 4; ++s) {
+        const __m512i slice = _mm512_maskz_loadu_epi8(mask, group + s * width);
+        _mm512_mask_storeu_epi8(expanded + s * width, mask, _mm512_and_si512(slice, low));
+        _mm512_mask_storeu_epi8(expanded + (s + 4) * width, mask, _mm512_and_si512(_mm512_srli_epi16(slice, 4), low));
+      }
+    }
+  }
 }
 
 }  // namespace tachyon::avx512

@@ -18,7 +18,8 @@ namespace tachyon::avx512 {
 struct PackedRows {
   const uint8_t* rows = nullptr;  // the first row
   int64_t row_stride = 0;         // bytes from a row to the next
-  int64_t scales_offset = 0;      // bytes from a row's start to its F16 scales
+  const uint8_t* scales = nullptr;  // the first row's F16 scales
+  int64_t scales_stride = 0;        // bytes from a row's scales to the next row's
   int64_t num_full_groups = 0;
   int partial_blocks = 0;         // blocks of the last, partial group (0: none)
 };
@@ -27,5 +28,11 @@ struct PackedRows {
 // rows and num_tokens <= 3 tokens (token_stride bytes apart).
 void DotTile(PackedFormat format, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
+
+// Q4_0 rows written out as Q8_0-layout quants (the nibbles as bytes, offset 8 kept:
+// products with them use the Q4_0 activations): `out` holds num_rows rows of
+// out_stride bytes. For large batches, a tile is expanded once instead of its
+// nibbles being split again for every 3 tokens.
+void ExpandQ4Rows(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride);
 
 }  // namespace tachyon::avx512

@@ -9,6 +9,7 @@
 #include "kernels/block_formats.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
+#include "kernels/ref/kquants.h"
 #include "kernels/ref/ops.h"
 #include "kernels/x86/dot_avx2.h"
 #include "kernels/x86/gemm_avx512.h"
@@ -17,16 +18,13 @@ namespace tachyon {
 namespace {
 
 // Rows a task of MatMul takes: 16 rows of the widest matrices stay in L2 while
-// every token of the batch passes over them, 4 rows and 3 tokens at a time.
+// every token of the batch passes over them, 4 rows (8 for one token) and 3 tokens
+// at a time (TileRows).
 constexpr int64_t kRowTile = 16;
-constexpr int kTileRows = 4;
 constexpr int kTileTokens = 3;
-constexpr int kTileRowsOneToken = 8;  // decode: more rows, so more independent vpdpbusd chains
-// From this many tokens a Q4_0 tile is expanded to bytes once (ExpandQ4Rows)
+// From this many tokens a Q4_0 / Q4_K tile is expanded to bytes once (ExpandQ4Rows)
 // rather than its nibbles split for every 3 tokens.
 constexpr int64_t kMinTokensToExpand = 12;
-
-int32_t OffsetOf(PackedFormat format) { return format == PackedFormat::kQ8_0 ? 128 : 8; }
 
 // Lane b of vector j holds values 4j..4j+3 of block b: the byte offset, in a
 // group whose vectors are `width` bytes, of value i of block b.
@@ -42,7 +40,9 @@ PackedMatrix::PackedMatrix(PackedFormat format, int64_t rows, int64_t cols)
       cols_(cols),
       num_full_groups_(cols / kPackedGroupValues),
       partial_blocks_(static_cast<int>(cols % kPackedGroupValues / 32)) {
-  const size_t bytes = quant_bytes() + cols / 32 * sizeof(uint16_t);
+  // Scales: F16 d a block, or (Q4_K) u8 scale and min a sub-block and F16 d and dmin a super-block.
+  const size_t scale_bytes = format == PackedFormat::kQ4_K ? cols / 32 * 2 + cols / kQK_K * 4 : cols / 32 * 2;
+  const size_t bytes = quant_bytes() + scale_bytes;
   row_bytes_ = (bytes + 63) / 64 * 64;
   data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, row_bytes_ * rows_)));
   CHECK(data_ != nullptr) << "out of memory packing a [" << rows << ", " << cols << "] matrix";
@@ -56,46 +56,90 @@ std::unique_ptr<PackedMatrix> PackedMatrix::Pack(GgmlType type, const uint8_t* d
 
 std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint8_t* data, int64_t rows,
                                                        int64_t cols) {
-  if ((type != GgmlType::kQ8_0 && type != GgmlType::kQ4_0) || cols % 32 != 0 || rows <= 0) return nullptr;
-  const PackedFormat format = type == GgmlType::kQ8_0 ? PackedFormat::kQ8_0 : PackedFormat::kQ4_0;
+  PackedFormat format;
+  switch (type) {
+    case GgmlType::kQ8_0: format = PackedFormat::kQ8_0; break;
+    case GgmlType::kQ4_0: format = PackedFormat::kQ4_0; break;
+    case GgmlType::kQ4_K: format = PackedFormat::kQ4_K; break;
+    default: return nullptr;
+  }
+  if (cols % (format == PackedFormat::kQ4_K ? kQK_K : 32) != 0 || rows <= 0) return nullptr;
   std::unique_ptr<PackedMatrix> m(new PackedMatrix(format, rows, cols));
-  const int64_t num_blocks = cols / 32;
   const size_t file_row_bytes = *GgmlRowBytes(type, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    uint8_t* out = m->data_.get() + r * m->row_bytes_;
-    uint16_t* scales = reinterpret_cast<uint16_t*>(out + m->quant_bytes());
-    const uint8_t* in = data + r * file_row_bytes;
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      const auto [group, lane, width] = m->Place(out, b);
-      if (format == PackedFormat::kQ8_0) {
-        const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(in)[b];
-        scales[b] = block.d;
-        for (int i = 0; i < 32; ++i) group[VectorOffset(lane, i, width)] = static_cast<uint8_t>(block.qs[i] + 128);
-      } else {
-        // Byte i (0..15) of the block holds values i (low nibble) and i + 16 (high):
-        // slice i / 4 holds vector i / 4 low and vector i / 4 + 4 high, so the bytes move whole.
-        const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(in)[b];
-        scales[b] = block.d;
-        for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
+  for (int64_t r = 0; r < rows; ++r) m->PackRow(data + r * file_row_bytes, m->data_.get() + r * m->row_bytes_);
+  return m;
+}
+
+void PackedMatrix::PackRow(const uint8_t* in, uint8_t* out) const {
+  uint8_t* scales = out + quant_bytes();
+  const int64_t num_blocks = cols_ / 32;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const auto [group, lane, width] = Place(out, b);
+    if (format_ == PackedFormat::kQ8_0) {
+      const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(in)[b];
+      reinterpret_cast<uint16_t*>(scales)[b] = block.d;
+      for (int i = 0; i < 32; ++i) group[VectorOffset(lane, i, width)] = static_cast<uint8_t>(block.qs[i] + 128);
+    } else if (format_ == PackedFormat::kQ4_0) {
+      // Byte i (0..15) of the block holds values i (low nibble) and i + 16 (high):
+      // slice i / 4 holds vector i / 4 low and vector i / 4 + 4 high, so the bytes move whole.
+      const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(in)[b];
+      reinterpret_cast<uint16_t*>(scales)[b] = block.d;
+      for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
+    } else {
+      // Sub-block j of a super-block: values i in the low (j even) or high (j odd)
+      // nibbles of qs[32 (j / 2) + i]; packed as Q4_0's: value i low, i + 16 high.
+      const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(in)[b / 8];
+      const int j = static_cast<int>(b % 8), shift = 4 * (j % 2);
+      const uint8_t* qs = block.qs + 32 * (j / 2);
+      for (int i = 0; i < 16; ++i) {
+        group[VectorOffset(lane, i, width)] =
+            static_cast<uint8_t>(((qs[i] >> shift) & 15) | (((qs[i + 16] >> shift) & 15) << 4));
+      }
+      ref::UnpackQ4KScale(block.scales, j, &scales[b], &scales[num_blocks + b]);
+      if (j == 0) {
+        uint16_t* d = reinterpret_cast<uint16_t*>(scales + 2 * num_blocks);
+        d[b / 8] = block.d;
+        d[num_blocks / 8 + b / 8] = block.dmin;
       }
     }
   }
-  return m;
 }
 
 void PackedMatrix::UnpackRow(int64_t r, uint8_t* out) const {
   const uint8_t* in = row(r);
-  const uint16_t* scales = reinterpret_cast<const uint16_t*>(in + quant_bytes());
-  for (int64_t b = 0; b < cols_ / 32; ++b) {
+  const uint8_t* scales = in + quant_bytes();
+  const int64_t num_blocks = cols_ / 32;
+  for (int64_t b = 0; b < num_blocks; ++b) {
     const auto [group, lane, width] = Place(const_cast<uint8_t*>(in), b);
     if (format_ == PackedFormat::kQ8_0) {
       BlockQ8_0& block = reinterpret_cast<BlockQ8_0*>(out)[b];
-      block.d = scales[b];
+      block.d = reinterpret_cast<const uint16_t*>(scales)[b];
       for (int i = 0; i < 32; ++i) block.qs[i] = static_cast<int8_t>(group[VectorOffset(lane, i, width)] - 128);
-    } else {
+    } else if (format_ == PackedFormat::kQ4_0) {
       BlockQ4_0& block = reinterpret_cast<BlockQ4_0*>(out)[b];
-      block.d = scales[b];
+      block.d = reinterpret_cast<const uint16_t*>(scales)[b];
       for (int i = 0; i < 16; ++i) block.qs[i] = group[VectorOffset(lane, i, width)];
+    } else {
+      BlockQ4_K& block = reinterpret_cast<BlockQ4_K*>(out)[b / 8];
+      const int j = static_cast<int>(b % 8), shift = 4 * (j % 2);
+      uint8_t* qs = block.qs + 32 * (j / 2);
+      for (int i = 0; i < 16; ++i) {
+        const uint8_t packed = group[VectorOffset(lane, i, width)];
+        qs[i] = static_cast<uint8_t>((qs[i] & ~(15 << shift)) | ((packed & 15) << shift));
+        qs[i + 16] = static_cast<uint8_t>((qs[i + 16] & ~(15 << shift)) | ((packed >> 4) << shift));
+      }
+      if (j == 7) {
+        const uint8_t* sc = scales + b - 7;
+        const uint8_t* mn = scales + num_blocks + b - 7;
+        for (int k = 0; k < 4; ++k) {  // the 6-bit packing ref::UnpackQ4KScale reads
+          block.scales[k] = static_cast<uint8_t>(sc[k] | (sc[k + 4] >> 4) << 6);
+          block.scales[k + 4] = static_cast<uint8_t>(mn[k] | (mn[k + 4] >> 4) << 6);
+          block.scales[k + 8] = static_cast<uint8_t>((sc[k + 4] & 15) | (mn[k + 4] & 15) << 4);
+        }
+        const uint16_t* d = reinterpret_cast<const uint16_t*>(scales + 2 * num_blocks);
+        block.d = d[b / 8];
+        block.dmin = d[num_blocks / 8 + b / 8];
+      }
     }
   }
 }
@@ -110,6 +154,25 @@ PackedMatrix::Placement PackedMatrix::Place(uint8_t* row, int64_t block) const {
 void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, ActivationGroup* out) {
   CHECK(n % 32 == 0) << "activation rows of " << n << " values are not whole blocks";
   const int64_t num_blocks = n / 32, num_groups = (n + kPackedGroupValues - 1) / kPackedGroupValues;
+  std::memset(static_cast<void*>(out), 0, num_groups * sizeof(ActivationGroup));
+  if (format == PackedFormat::kQ4_K) {
+    // Q8_K, 8 sub-blocks of 32 to a super-block: its scale in each sub-block's lane,
+    // and d * (sum of the sub-block's quants) for the mins.
+    CHECK(n % kQK_K == 0) << "Q4_K activation rows of " << n << " values are not whole super-blocks";
+    thread_local std::vector<BlockQ8_K> super_blocks;
+    super_blocks.resize(n / kQK_K);
+    ref::QuantizeActivationsQ8_K(x, super_blocks.data(), n);
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      ActivationGroup& group = out[b / kPackedGroupBlocks];
+      const int lane = static_cast<int>(b % kPackedGroupBlocks);
+      const BlockQ8_K& block = super_blocks[b / 8];
+      const int j = static_cast<int>(b % 8);
+      for (int i = 0; i < 32; ++i) group.q[VectorOffset(lane, i)] = block.qs[32 * j + i];
+      group.d[lane] = block.d;
+      group.min_sums[lane] = block.d * static_cast<float>(block.bsums[2 * j] + block.bsums[2 * j + 1]);
+    }
+    return;
+  }
   thread_local std::vector<BlockQ8_0> blocks;
   blocks.resize(num_blocks);
   if (CpuHasAvx2()) {
@@ -117,8 +180,7 @@ void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, Ac
   } else {
     ref::QuantizeActivationsQ8_0(x, blocks.data(), n);
   }
-  std::memset(static_cast<void*>(out), 0, num_groups * sizeof(ActivationGroup));
-  const int32_t offset = OffsetOf(format);
+  const int32_t offset = format == PackedFormat::kQ8_0 ? 128 : 8;
   for (int64_t b = 0; b < num_blocks; ++b) {
     ActivationGroup& group = out[b / kPackedGroupBlocks];
     const int lane = static_cast<int>(b % kPackedGroupBlocks);
@@ -144,11 +206,11 @@ void PackedMatrix::MatMul(const float* x, int64_t num_tokens, float* y, ThreadPo
                                .row_stride = static_cast<int64_t>(row_bytes_),
                                .scales = data_.get() + quant_bytes(),
                                .scales_stride = static_cast<int64_t>(row_bytes_),
+                               .num_blocks = cols_ / 32,
                                .num_full_groups = num_full_groups_,
                                .partial_blocks = partial_blocks_};
-  // Q4_0 tiles are expanded to bytes once when enough tokens pass over them.
-  const bool expand = format_ == PackedFormat::kQ4_0 && num_tokens >= kMinTokensToExpand;
-  const PackedFormat tile_format = expand ? PackedFormat::kQ8_0 : format_;
+  // Nibble tiles are expanded to bytes once when enough tokens pass over them.
+  const bool expand = format_ != PackedFormat::kQ8_0 && num_tokens >= kMinTokensToExpand;
   const int64_t expanded_stride = (num_full_groups_ * 512 + 32 * partial_blocks_ + 63) / 64 * 64;
   pool.ParallelFor(num_tiles, [&](size_t tile_begin, size_t tile_end, int) {
     std::unique_ptr<uint8_t[], Free> expanded(
@@ -165,14 +227,12 @@ void PackedMatrix::MatMul(const float* x, int64_t num_tokens, float* y, ThreadPo
       }
       for (int64_t t = 0; t < num_tokens; t += kTileTokens) {
         const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, num_tokens - t));
-        const int tile_rows = nt == 1 ? kTileRowsOneToken : kTileRows;
         for (int64_t r = r0, nr = 0; r < r1; r += nr) {
-          // A one-token tile of fewer than 8 rows goes 4 (or fewer) at a time.
-          nr = std::min<int64_t>(r1 - r >= tile_rows ? tile_rows : kTileRows, r1 - r);
+          nr = TileRows(r1 - r, nt);
           avx512::PackedRows part = rows;
           part.rows += (r - r0) * rows.row_stride;
           part.scales += (r - r0) * rows.scales_stride;
-          avx512::DotTile(tile_format, part, static_cast<int>(nr), &act[t * ng], token_stride, nt,
+          avx512::DotTile(format_, expand || format_ == PackedFormat::kQ8_0, part, static_cast<int>(nr), &act[t * ng], token_stride, nt,
                           y + t * rows_ + r, rows_);
         }
       }

@@ -1,21 +1,24 @@
-// PackedMatrix: a Q8_0 or Q4_0 weight matrix rewritten once, at load, for the
-// AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
+// PackedMatrix: a Q8_0, Q4_0 or Q4_K weight matrix rewritten once, at load, for
+// the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
 //
-// A row is groups of 16 blocks (512 values), the last one partial when the row's
+// A row is groups of 16 blocks (512 values; for Q4_K a block is a 32-value sub-block), the last one partial when the row's
 // blocks are not a multiple of 16. In a group, "vector j" (j = 0..7) holds in its
 // 4-byte lane b the values 4j..4j+3 of block b (a partial group's vectors have only
 // its blocks' lanes: 4 bytes a block), so that 8 vpdpbusd leave one exact integer
 // sum per block in each lane, with no shuffles. vpdpbusd multiplies unsigned by
 // signed bytes: the weight quants are stored unsigned (Q8_0: q + 128; Q4_0: its
-// nibble, which is q + 8) and each activation block carries -offset * (sum of its
-// quants), which takes the offset back out exactly.
+// nibble, which is q + 8; Q4_K: its nibble, whose offset is the sub-block's min)
+// and each activation block carries -offset * (sum of its quants), which takes the
+// offset back out exactly (Q4_K: d * sum, which the min multiplies).
 //
-// A packed row: the quants of every group, then the F16 scales of every block
-// (uint16 d[num_blocks]), padded to 64 bytes so that every row and every whole
-// group's quants start on a cache line:
-//   Q8_0: uint8 u[8][64] a group (544 bytes with its scales, as the file's 16 blocks)
+// A packed row: the quants of every group, then the scales, padded to 64 bytes so
+// that every row and every whole group's quants start on a cache line:
+//   Q8_0: uint8 u[8][64] a group; F16 d[num_blocks] (544 bytes a group, as the file's 16 blocks)
 //   Q4_0: uint8 nibbles[4][64] a group, slice s holding vector s in its low nibbles
-//         and vector s + 4 in its high ones (288 bytes with its scales, as the file's)
+//         and vector s + 4 in its high ones; F16 d[num_blocks] (288 bytes, as the file's)
+//   Q4_K: nibbles as Q4_0's; uint8 scale[num_blocks], uint8 min[num_blocks] (the 6-bit
+//         values unpacked), F16 d[num_blocks / 8], F16 dmin[num_blocks / 8] (296 bytes
+//         a group; the file's 288)
 //
 // Invariant: the product of a row and a token is computed by the same sequence of
 // operations whatever the number of tokens or rows in the call (see gemm_avx512.h).
@@ -29,19 +32,21 @@
 
 namespace tachyon {
 
-enum class PackedFormat { kQ8_0, kQ4_0 };
+enum class PackedFormat { kQ8_0, kQ4_0, kQ4_K };
 
 inline constexpr int kPackedGroupBlocks = 16;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
 
-// One token's activations for 16 blocks: Q8_0 quantized as the reference
-// quantizes them (ref::QuantizeActivationsQ8_0), in the packed vector layout.
+// One token's activations for 16 blocks, quantized as the reference quantizes
+// them (Q8_0: ref::QuantizeActivationsQ8_0; Q8_K for Q4_K), in the packed vector
+// layout; d is each block's scale (Q8_K: its super-block's).
 struct alignas(64) ActivationGroup {
   int8_t q[kPackedGroupValues];           // vector j at q[64 j]
   float d[kPackedGroupBlocks];            // block scales (the F16 scale, widened); 0 for padding
   int32_t offset_sums[kPackedGroupBlocks];  // -offset * sum of the block's quants
+  float min_sums[kPackedGroupBlocks];       // Q4_K: d * sum of the block's quants (for the mins); else 0
 };
-static_assert(sizeof(ActivationGroup) == 640, "ActivationGroup is 512 quants, 16 scales and 16 sums");
+static_assert(sizeof(ActivationGroup) == 704, "ActivationGroup is 512 quants and 16 scales, offsets and sums");
 
 class PackedMatrix {
  public:
@@ -66,6 +71,7 @@ class PackedMatrix {
 
  private:
   PackedMatrix(PackedFormat format, int64_t rows, int64_t cols);
+  void PackRow(const uint8_t* in, uint8_t* out) const;  // one row of the file's blocks
   const uint8_t* row(int64_t r) const { return data_.get() + r * row_bytes_; }
   // Where block `block` of a row starting at `row` goes: its group's quants, its
   // lane, and the bytes of one of that group's vectors (64, or 4 a block if partial).
@@ -87,6 +93,13 @@ class PackedMatrix {
   size_t row_bytes_;
   std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_], 64-byte aligned
 };
+
+// Rows of the next register tile, `rows_left` rows remaining: 8 for one token (more
+// independent chains), else 4; fewer at the end.
+inline int64_t TileRows(int64_t rows_left, int num_tokens) {
+  const int64_t rows = num_tokens == 1 && rows_left >= 8 ? 8 : 4;
+  return rows < rows_left ? rows : rows_left;
+}
 
 // x [n] as activation groups for weights of `format` (ceil(n / 512) groups; the
 // lanes of a partial group's missing blocks are zero, scales and sums included).

@@ -25,10 +25,12 @@ std::vector<uint8_t> QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, 
 
 class PackedMatrixTest : public ::testing::TestWithParam<GgmlType> {};
 
-// 576 columns: one whole group of 16 blocks and one of 2 (padded); 2048: four whole.
+// 576 columns: one whole group of 16 blocks and a partial one of 2; 768 (Q4_K: 24
+// sub-blocks): one whole and one of 8; 2048: four whole.
 TEST_P(PackedMatrixTest, PackingLosesNothing) {
   const GgmlType type = GetParam();
-  for (int64_t cols : {64, 576, 2048}) {
+  for (int64_t cols : {256, 768, 2048, 64, 576}) {
+    if (type == GgmlType::kQ4_K && cols % 256 != 0) continue;
     const int64_t rows = 5;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 3);
     std::unique_ptr<PackedMatrix> packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols);
@@ -49,7 +51,8 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
 TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
   const GgmlType type = GetParam();
-  for (int64_t cols : {576, 2048}) {
+  for (int64_t cols : {256, 768, 2048, 576}) {
+    if (type == GgmlType::kQ4_K && cols % 256 != 0) continue;
     const int64_t rows = 37, tokens = 17;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 7);
     WeightMatrix w{type, bytes.data(), rows, cols};
@@ -75,12 +78,12 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0),
+INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 TEST(PackedMatrixTest, OtherTypesAreNotPacked) {
-  const std::vector<uint8_t> bytes = QuantizedMatrix(GgmlType::kQ4_K, 2, 256, 1);
-  EXPECT_EQ(PackedMatrix::PackAnyCpu(GgmlType::kQ4_K, bytes.data(), 2, 256), nullptr);
+  const std::vector<uint8_t> bytes = QuantizedMatrix(GgmlType::kQ6_K, 2, 256, 1);
+  EXPECT_EQ(PackedMatrix::PackAnyCpu(GgmlType::kQ6_K, bytes.data(), 2, 256), nullptr);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace {
 constexpr int kMaxRows = 4;
 constexpr int kMaxTokens = 3;
 constexpr int kMaxRowsOneToken = 8;
+constexpr int kMaxTokensF16 = 4;
 
 // The 16 lanes summed in one fixed order.
 float ReduceLanes(__m512 v) {
@@ -47,18 +48,52 @@ struct Q4Rows {
   }
 };
 
-// The 16 weight scales of group g of a row's scales (0 past a partial group's blocks).
-template <bool kPartial>
-__m512 LoadScales(const uint8_t* row, int64_t g, int num_blocks) {
-  const uint16_t* d = reinterpret_cast<const uint16_t*>(row) + g * 16;
-  const __m256i halves = kPartial ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << num_blocks) - 1), d)
-                                  : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d));
-  return _mm512_cvtph_ps(halves);
+// Weight scales, one lane per block of group g of row r: acc += float(sums) * (scale * d_x),
+// and for the k-quants acc -= min * (d_x * sum(x)) (the activations' min_sums).
+struct BlockScales {  // Q8_0, Q4_0: the block's F16 scale
+  static constexpr bool kHasMins = false;
+  template <bool kPartial>
+  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, __m512* scale, __m512*) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(w.scales + r * w.scales_stride) + g * 16;
+    const __m256i halves = kPartial ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << num_blocks) - 1), d)
+                                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d));
+    *scale = _mm512_cvtph_ps(halves);
+  }
+};
+struct KQuantScales {  // Q4_K: d * scale_j and dmin * min_j of 32-value sub-blocks, 8 to a super-block
+  static constexpr bool kHasMins = true;
+  template <bool kPartial>
+  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, __m512* scale, __m512* min) {
+    // [u8 scale[num_blocks]][u8 min[num_blocks]][F16 d[num_blocks / 8]][F16 dmin[num_blocks / 8]]
+    const uint8_t* p = w.scales + r * w.scales_stride;
+    const __mmask16 mask = kPartial ? static_cast<__mmask16>((1u << num_blocks) - 1) : 0xffff;
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, p + g * 16)));
+    const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, p + w.num_blocks + g * 16)));
+    // The two super-blocks' d (lanes 0-7, 8-15); a partial group has only the first.
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(p + 2 * w.num_blocks) + 2 * g;
+    const uint16_t* dmin = d + w.num_blocks / 8;
+    const __mmask8 pair = kPartial ? 1 : 3;
+    const __m512i halves = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i lanes = _mm512_sub_epi32(_mm512_set1_epi32(1), halves);  // 0 x 8, then 1 x 8
+    const __m512 dv = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(pair, d))));
+    const __m512 dminv =
+        _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(pair, dmin))));
+    *scale = _mm512_mul_ps(dv, sc);  // exact: 11 bits of d times 6 of the scale
+    *min = _mm512_mul_ps(dminv, mn);
+  }
+};
+
+// acc += float(sums) * (scale * d_x) [- min * min_sums]
+template <class Scales>
+__m512 AddGroup(__m512 acc, __m512i sums, __m512 scale, __m512 min, const ActivationGroup& x) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(scale, _mm512_load_ps(x.d)), acc);
+  if constexpr (Scales::kHasMins) acc = _mm512_fnmadd_ps(min, _mm512_load_ps(x.min_sums), acc);
+  return acc;
 }
 
 // Group g of R rows and T tokens into acc: exact integer sums, one lane per block,
-// sum(u * x) - offset * sum(x); then acc += float(sums) * (d_w * d_x).
-template <class Rows, int R, int T, bool kPartial>
+// sum(u * x) - offset * sum(x); then AddGroup.
+template <class Rows, class Scales, int R, int T, bool kPartial>
 void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, __m512 (&acc)[R][T]) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
   __m512i sums[R][T];
@@ -74,15 +109,13 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
     }
   }
   for (int r = 0; r < R; ++r) {
-    const __m512 dw = LoadScales<kPartial>(w.scales + r * w.scales_stride, g, num_blocks);
-    for (int t = 0; t < T; ++t) {
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_load_ps(x[t][g].d));
-      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[r][t]), scale, acc[r][t]);
-    }
+    __m512 scale, min = _mm512_setzero_ps();
+    Scales::template Load<kPartial>(w, r, g, num_blocks, &scale, &min);
+    for (int t = 0; t < T; ++t) acc[r][t] = AddGroup<Scales>(acc[r][t], sums[r][t], scale, min, x[t][g]);
   }
 }
 
-template <class Rows, int R, int T>
+template <class Rows, class Scales, int R, int T>
 void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stride, float* y, int64_t y_stride) {
   const ActivationGroup* x[T];
   for (int t = 0; t < T; ++t) {
@@ -92,8 +125,8 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
-  for (int64_t g = 0; g < w.num_full_groups; ++g) TileGroup<Rows, R, T, false>(w, x, g, acc);
-  if (w.partial_blocks > 0) TileGroup<Rows, R, T, true>(w, x, w.num_full_groups, acc);
+  for (int64_t g = 0; g < w.num_full_groups; ++g) TileGroup<Rows, Scales, R, T, false>(w, x, g, acc);
+  if (w.partial_blocks > 0) TileGroup<Rows, Scales, R, T, true>(w, x, w.num_full_groups, acc);
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceLanes(acc[r][t]);
   }
@@ -102,7 +135,7 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
 // One token (decode): the rows' sums are latency-bound chains of vpdpbusd, so up to
 // 8 rows at a time, each in two chains (even and odd vectors) added at the end of a
 // group. The integer sums are exact either way: the result is Tile's, bit for bit.
-template <class Rows, int R, bool kPartial>
+template <class Rows, class Scales, int R, bool kPartial>
 void OneTokenGroup(const PackedRows& w, const ActivationGroup* x, int64_t g, __m512 (&acc)[R]) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
   __m512i even[R], odd[R];
@@ -118,47 +151,101 @@ void OneTokenGroup(const PackedRows& w, const ActivationGroup* x, int64_t g, __m
       odd[r] = _mm512_dpbusd_epi32(odd[r], Rows::template Load<kPartial>(group, j + 1, width), x1);
     }
   }
-  const __m512 dx = _mm512_load_ps(x[g].d);
   for (int r = 0; r < R; ++r) {
-    const __m512 dw = LoadScales<kPartial>(w.scales + r * w.scales_stride, g, num_blocks);
-    const __m512i sums = _mm512_add_epi32(even[r], odd[r]);
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, dx), acc[r]);
+    __m512 scale, min = _mm512_setzero_ps();
+    Scales::template Load<kPartial>(w, r, g, num_blocks, &scale, &min);
+    acc[r] = AddGroup<Scales>(acc[r], _mm512_add_epi32(even[r], odd[r]), scale, min, x[g]);
   }
 }
 
-template <class Rows, int R>
+template <class Rows, class Scales, int R>
 void TileOneToken(const PackedRows& w, const ActivationGroup* x, float* y) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < w.num_full_groups; ++g) OneTokenGroup<Rows, R, false>(w, x, g, acc);
-  if (w.partial_blocks > 0) OneTokenGroup<Rows, R, true>(w, x, w.num_full_groups, acc);
+  for (int64_t g = 0; g < w.num_full_groups; ++g) OneTokenGroup<Rows, Scales, R, false>(w, x, g, acc);
+  if (w.partial_blocks > 0) OneTokenGroup<Rows, Scales, R, true>(w, x, w.num_full_groups, acc);
   for (int r = 0; r < R; ++r) y[r] = ReduceLanes(acc[r]);
 }
 
 using TileFn = void (*)(const PackedRows&, const ActivationGroup*, int64_t, float*, int64_t);
 
-template <class Rows>
-TileFn FindTile(int r, int t) {
+template <class Rows, class Scales>
+void RunTile(const PackedRows& rows, int num_rows, const ActivationGroup* tokens, int64_t token_stride,
+             int num_tokens, float* y, int64_t y_stride) {
+  if (num_tokens == 1 && num_rows == kMaxRowsOneToken) {
+    TileOneToken<Rows, Scales, kMaxRowsOneToken>(rows, tokens, y);
+    return;
+  }
   static constexpr TileFn kTiles[kMaxRows][kMaxTokens] = {
-      {Tile<Rows, 1, 1>, Tile<Rows, 1, 2>, Tile<Rows, 1, 3>},
-      {Tile<Rows, 2, 1>, Tile<Rows, 2, 2>, Tile<Rows, 2, 3>},
-      {Tile<Rows, 3, 1>, Tile<Rows, 3, 2>, Tile<Rows, 3, 3>},
-      {Tile<Rows, 4, 1>, Tile<Rows, 4, 2>, Tile<Rows, 4, 3>},
+      {Tile<Rows, Scales, 1, 1>, Tile<Rows, Scales, 1, 2>, Tile<Rows, Scales, 1, 3>},
+      {Tile<Rows, Scales, 2, 1>, Tile<Rows, Scales, 2, 2>, Tile<Rows, Scales, 2, 3>},
+      {Tile<Rows, Scales, 3, 1>, Tile<Rows, Scales, 3, 2>, Tile<Rows, Scales, 3, 3>},
+      {Tile<Rows, Scales, 4, 1>, Tile<Rows, Scales, 4, 2>, Tile<Rows, Scales, 4, 3>},
   };
-  return kTiles[r - 1][t - 1];
+  kTiles[num_rows - 1][num_tokens - 1](rows, tokens, token_stride, y, y_stride);
 }
+
+// F16 weights with F32 activations: acc[r][t] += w[k..k+16) * x[k..k+16) for k in
+// order (a partial last vector read with a mask), one chain per (row, token),
+// then ReduceLanes: the same operations in every tile.
+template <int R, int T>
+void TileF16(const uint16_t* w, int64_t w_stride, const float* x, int64_t x_stride, int64_t n, float* y,
+             int64_t y_stride) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * x_stride + k);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * w_stride + k)));
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (k < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - k)) - 1);
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(mask, x + t * x_stride + k);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w + r * w_stride + k));
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceLanes(acc[r][t]);
+  }
+}
+
+using TileF16Fn = void (*)(const uint16_t*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 
 }  // namespace
 
-void DotTile(PackedFormat format, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
-             int64_t token_stride, int num_tokens, float* y, int64_t y_stride) {
-  const bool q8 = format == PackedFormat::kQ8_0;
+void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t x_stride,
+                int num_tokens, int64_t n, float* y, int64_t y_stride) {
   if (num_tokens == 1 && num_rows == kMaxRowsOneToken) {
-    (q8 ? TileOneToken<Q8Rows, kMaxRowsOneToken> : TileOneToken<Q4Rows, kMaxRowsOneToken>)(rows, tokens, y);
+    TileF16<kMaxRowsOneToken, 1>(w, w_stride, x, x_stride, n, y, y_stride);
     return;
   }
-  (q8 ? FindTile<Q8Rows>(num_rows, num_tokens) : FindTile<Q4Rows>(num_rows, num_tokens))(rows, tokens, token_stride,
-                                                                                         y, y_stride);
+  static constexpr TileF16Fn kTiles[kMaxRows][kMaxTokensF16] = {
+      {TileF16<1, 1>, TileF16<1, 2>, TileF16<1, 3>, TileF16<1, 4>},
+      {TileF16<2, 1>, TileF16<2, 2>, TileF16<2, 3>, TileF16<2, 4>},
+      {TileF16<3, 1>, TileF16<3, 2>, TileF16<3, 3>, TileF16<3, 4>},
+      {TileF16<4, 1>, TileF16<4, 2>, TileF16<4, 3>, TileF16<4, 4>},
+  };
+  kTiles[num_rows - 1][num_tokens - 1](w, w_stride, x, x_stride, n, y, y_stride);
+}
+
+void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
+             int64_t token_stride, int num_tokens, float* y, int64_t y_stride) {
+  if (format == PackedFormat::kQ4_K) {
+    (bytes ? RunTile<Q8Rows, KQuantScales> : RunTile<Q4Rows, KQuantScales>)(rows, num_rows, tokens, token_stride,
+                                                                             num_tokens, y, y_stride);
+    return;
+  }
+  (bytes ? RunTile<Q8Rows, BlockScales> : RunTile<Q4Rows, BlockScales>)(rows, num_rows, tokens, token_stride,
+                                                                        num_tokens, y, y_stride);
 }
 
 void ExpandQ4Rows(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride) {

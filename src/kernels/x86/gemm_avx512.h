@@ -1,5 +1,6 @@
 // AVX-512 VNNI products of Q8_0 / Q4_0 weights with Q8_0 activations, on the
-// packed layouts of kernels/packed_matrix.h. Call only when CpuHasAvx512Vnni().
+// packed layouts of kernels/packed_matrix.h, and of F16 weights (as the file has
+// them) with F32 activations. Call only when CpuHasAvx512Vnni().
 //
 // One (row, token) pair is computed the same way whichever tile it falls in:
 // per group of 16 blocks, the exact integer block sums (a lane per block), then
@@ -18,19 +19,27 @@ namespace tachyon::avx512 {
 struct PackedRows {
   const uint8_t* rows = nullptr;  // the first row
   int64_t row_stride = 0;         // bytes from a row to the next
-  const uint8_t* scales = nullptr;  // the first row's F16 scales
+  const uint8_t* scales = nullptr;  // the first row's scales (kernels/packed_matrix.h)
   int64_t scales_stride = 0;        // bytes from a row's scales to the next row's
+  int64_t num_blocks = 0;           // blocks of a row (k-quants: 32-value sub-blocks)
   int64_t num_full_groups = 0;
   int partial_blocks = 0;         // blocks of the last, partial group (0: none)
 };
 
 // y[t * y_stride + r] = row r . token t, for num_rows <= 4 (or 8 with one token)
 // rows and num_tokens <= 3 tokens (token_stride bytes apart).
-void DotTile(PackedFormat format, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
+// `bytes`: the rows' quants are one a byte (Q8_0, or nibbles expanded by ExpandQ4Rows).
+void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
 
-// Q4_0 rows written out as Q8_0-layout quants (the nibbles as bytes, offset 8 kept:
-// products with them use the Q4_0 activations): `out` holds num_rows rows of
+// F16 weights (rows w_stride values apart) times F32 activations (tokens x_stride
+// values apart), n values each: y[t * y_stride + r], for num_rows <= 4 (or 8 with
+// one token) and num_tokens <= 4. Bit-identical whatever the tile, as DotTile.
+void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t x_stride,
+                int num_tokens, int64_t n, float* y, int64_t y_stride);
+
+// Q4_0 / Q4_K rows' quants written out one a byte (the nibbles as they are:
+// products with them use the same activations and scales): `out` holds num_rows rows of
 // out_stride bytes. For large batches, a tile is expanded once instead of its
 // nibbles being split again for every 3 tokens.
 void ExpandQ4Rows(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride);

@@ -22,7 +22,7 @@ namespace {
 // at a time (TileRows).
 constexpr int64_t kRowTile = 16;
 constexpr int kTileTokens = 3;
-// From this many tokens a Q4_0 / Q4_K tile is expanded to bytes once (ExpandQ4Rows)
+// From this many tokens a Q4_0 / Q5_0 / Q4_K tile is expanded to bytes once (ExpandQ4Rows)
 // rather than its nibbles split for every 3 tokens.
 constexpr int64_t kMinTokensToExpand = 12;
 
@@ -60,6 +60,7 @@ std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint
   switch (type) {
     case GgmlType::kQ8_0: format = PackedFormat::kQ8_0; break;
     case GgmlType::kQ4_0: format = PackedFormat::kQ4_0; break;
+    case GgmlType::kQ5_0: format = PackedFormat::kQ5_0; break;
     case GgmlType::kQ4_K: format = PackedFormat::kQ4_K; break;
     default: return nullptr;
   }
@@ -85,6 +86,17 @@ void PackedMatrix::PackRow(const uint8_t* in, uint8_t* out) const {
       const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(in)[b];
       reinterpret_cast<uint16_t*>(scales)[b] = block.d;
       for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
+    } else if (format_ == PackedFormat::kQ5_0) {
+      const BlockQ5_0& block = reinterpret_cast<const BlockQ5_0*>(in)[b];
+      reinterpret_cast<uint16_t*>(scales)[b] = block.d;
+      for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
+      uint32_t high;
+      std::memcpy(&high, block.qh, sizeof(high));
+      uint8_t* fifth_bits = group + 4 * width;  // bit 4 lane + v % 4 of byte-word v / 4
+      for (int v = 0; v < 32; ++v) {
+        const int bit = 4 * lane + v % 4;
+        if ((high >> v) & 1) fifth_bits[8 * (v / 4) + bit / 8] |= static_cast<uint8_t>(1 << (bit % 8));
+      }
     } else {
       // Sub-block j of a super-block: values i in the low (j even) or high (j odd)
       // nibbles of qs[32 (j / 2) + i]; packed as Q4_0's: value i low, i + 16 high.
@@ -119,6 +131,17 @@ void PackedMatrix::UnpackRow(int64_t r, uint8_t* out) const {
       BlockQ4_0& block = reinterpret_cast<BlockQ4_0*>(out)[b];
       block.d = reinterpret_cast<const uint16_t*>(scales)[b];
       for (int i = 0; i < 16; ++i) block.qs[i] = group[VectorOffset(lane, i, width)];
+    } else if (format_ == PackedFormat::kQ5_0) {
+      BlockQ5_0& block = reinterpret_cast<BlockQ5_0*>(out)[b];
+      block.d = reinterpret_cast<const uint16_t*>(scales)[b];
+      for (int i = 0; i < 16; ++i) block.qs[i] = group[VectorOffset(lane, i, width)];
+      uint32_t high = 0;
+      const uint8_t* fifth_bits = group + 4 * width;
+      for (int v = 0; v < 32; ++v) {
+        const int bit = 4 * lane + v % 4;
+        high |= static_cast<uint32_t>((fifth_bits[8 * (v / 4) + bit / 8] >> (bit % 8)) & 1) << v;
+      }
+      std::memcpy(block.qh, &high, sizeof(high));
     } else {
       BlockQ4_K& block = reinterpret_cast<BlockQ4_K*>(out)[b / 8];
       const int j = static_cast<int>(b % 8), shift = 4 * (j % 2);
@@ -180,7 +203,7 @@ void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, Ac
   } else {
     ref::QuantizeActivationsQ8_0(x, blocks.data(), n);
   }
-  const int32_t offset = format == PackedFormat::kQ8_0 ? 128 : 8;
+  const int32_t offset = format == PackedFormat::kQ8_0 ? 128 : format == PackedFormat::kQ5_0 ? 16 : 8;
   for (int64_t b = 0; b < num_blocks; ++b) {
     ActivationGroup& group = out[b / kPackedGroupBlocks];
     const int lane = static_cast<int>(b % kPackedGroupBlocks);
@@ -221,7 +244,7 @@ void PackedMatrix::MatMul(const float* x, int64_t num_tokens, float* y, ThreadPo
       rows.rows = row(r0);
       rows.scales = row(r0) + quant_bytes();
       if (expand) {
-        avx512::ExpandQ4Rows(rows, static_cast<int>(r1 - r0), expanded.get(), expanded_stride);
+        avx512::ExpandRows(format_, rows, static_cast<int>(r1 - r0), expanded.get(), expanded_stride);
         rows.rows = expanded.get();
         rows.row_stride = expanded_stride;
       }

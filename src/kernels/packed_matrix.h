@@ -1,4 +1,4 @@
-// PackedMatrix: a Q8_0, Q4_0 or Q4_K weight matrix rewritten once, at load, for
+// PackedMatrix: a Q8_0, Q4_0, Q5_0 or Q4_K weight matrix rewritten once, at load, for
 // the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
 //
 // A row is groups of 16 blocks (512 values; for Q4_K a block is a 32-value sub-block), the last one partial when the row's
@@ -7,7 +7,8 @@
 // its blocks' lanes: 4 bytes a block), so that 8 vpdpbusd leave one exact integer
 // sum per block in each lane, with no shuffles. vpdpbusd multiplies unsigned by
 // signed bytes: the weight quants are stored unsigned (Q8_0: q + 128; Q4_0: its
-// nibble, which is q + 8; Q4_K: its nibble, whose offset is the sub-block's min)
+// nibble, which is q + 8; Q5_0: its 5 bits, q + 16; Q4_K: its nibble, whose offset
+// is the sub-block's min)
 // and each activation block carries -offset * (sum of its quants), which takes the
 // offset back out exactly (Q4_K: d * sum, which the min multiplies).
 //
@@ -16,6 +17,8 @@
 //   Q8_0: uint8 u[8][64] a group; F16 d[num_blocks] (544 bytes a group, as the file's 16 blocks)
 //   Q4_0: uint8 nibbles[4][64] a group, slice s holding vector s in its low nibbles
 //         and vector s + 4 in its high ones; F16 d[num_blocks] (288 bytes, as the file's)
+//   Q5_0: nibbles as Q4_0's, then uint64 fifth_bits[8] (bit 4 b + k of word j: the
+//         fifth bit of lane b's byte k of vector j); F16 d[num_blocks] (352, as the file's)
 //   Q4_K: nibbles as Q4_0's; uint8 scale[num_blocks], uint8 min[num_blocks] (the 6-bit
 //         values unpacked), F16 d[num_blocks / 8], F16 dmin[num_blocks / 8] (296 bytes
 //         a group; the file's 288)
@@ -32,7 +35,7 @@
 
 namespace tachyon {
 
-enum class PackedFormat { kQ8_0, kQ4_0, kQ4_K };
+enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K };
 
 inline constexpr int kPackedGroupBlocks = 16;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
@@ -81,8 +84,16 @@ class PackedMatrix {
     int width;
   };
   Placement Place(uint8_t* row, int64_t block) const;
-  size_t group_bytes() const { return format_ == PackedFormat::kQ8_0 ? 512 : 256; }
-  size_t quant_bytes() const { return num_full_groups_ * group_bytes() + group_bytes() / 16 * partial_blocks_; }
+  size_t group_bytes() const {
+    return format_ == PackedFormat::kQ8_0 ? 512 : format_ == PackedFormat::kQ5_0 ? 320 : 256;
+  }
+  size_t partial_group_bytes() const {
+    if (partial_blocks_ == 0) return 0;
+    return format_ == PackedFormat::kQ8_0 ? 32 * partial_blocks_
+           : format_ == PackedFormat::kQ5_0 ? 16 * partial_blocks_ + 64
+                                            : 16 * partial_blocks_;
+  }
+  size_t quant_bytes() const { return num_full_groups_ * group_bytes() + partial_group_bytes(); }
 
   struct Free {
     void operator()(uint8_t* p) const;

@@ -78,7 +78,8 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K),
+INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ5_0,
+                                                                          GgmlType::kQ4_K),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 TEST(PackedMatrixTest, OtherTypesAreNotPacked) {

@@ -48,6 +48,19 @@ struct Q4Rows {
   }
 };
 
+struct Q5Rows {
+  static constexpr int64_t kGroupBytes = 320;
+  // Q4_0's nibbles, then 8 masks of 64 bits: bit 4 b + k of mask j is the fifth bit of
+  // lane b's byte k of vector j.
+  template <bool kPartial>
+  static __m512i Load(const uint8_t* group, int j, int width) {
+    uint64_t bits;
+    __builtin_memcpy(&bits, group + 4 * width + 8 * j, sizeof(bits));
+    const __m512i fifth = _mm512_maskz_mov_epi8(bits, _mm512_set1_epi8(0x10));
+    return _mm512_or_si512(Q4Rows::Load<kPartial>(group, j, width), fifth);
+  }
+};
+
 // Weight scales, one lane per block of group g of row r: acc += float(sums) * (scale * d_x),
 // and for the k-quants acc -= min * (d_x * sum(x)) (the activations' min_sums).
 struct BlockScales {  // Q8_0, Q4_0: the block's F16 scale
@@ -239,6 +252,11 @@ void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* 
 
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride) {
+  if (format == PackedFormat::kQ5_0) {
+    (bytes ? RunTile<Q8Rows, BlockScales> : RunTile<Q5Rows, BlockScales>)(rows, num_rows, tokens, token_stride,
+                                                                          num_tokens, y, y_stride);
+    return;
+  }
   if (format == PackedFormat::kQ4_K) {
     (bytes ? RunTile<Q8Rows, KQuantScales> : RunTile<Q4Rows, KQuantScales>)(rows, num_rows, tokens, token_stride,
                                                                              num_tokens, y, y_stride);
@@ -248,30 +266,33 @@ void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_ro
                                                                         num_tokens, y, y_stride);
 }
 
-void ExpandQ4Rows(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride) {
-  const __m512i low = _mm512_set1_epi8(0x0f);
+namespace {
+
+template <class Rows>
+void ExpandWith(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride) {
   for (int r = 0; r < num_rows; ++r) {
     const uint8_t* in = rows.rows + r * rows.row_stride;
     uint8_t* o = out + r * out_stride;
     for (int64_t g = 0; g < rows.num_full_groups; ++g) {
-      for (int s = 0; s < 4; ++s) {
-        const __m512i slice = _mm512_load_si512(in + g * 256 + s * 64);
-        _mm512_store_si512(o + g * 512 + s * 64, _mm512_and_si512(slice, low));
-        _mm512_store_si512(o + g * 512 + (s + 4) * 64, _mm512_and_si512(_mm512_srli_epi16(slice, 4), low));
+      for (int j = 0; j < 8; ++j) {
+        _mm512_store_si512(o + g * 512 + j * 64, Rows::template Load<false>(in + g * Rows::kGroupBytes, j, 64));
       }
     }
     if (rows.partial_blocks > 0) {
       const int width = 4 * rows.partial_blocks;
-      const __mmask64 mask = (~0ull) >> (64 - width);
-      const uint8_t* group = in + rows.num_full_groups * 256;
+      const uint8_t* group = in + rows.num_full_groups * Rows::kGroupBytes;
       uint8_t* expanded = o + rows.num_full_groups * 512;
-      for (int s = 0; s < 4; ++s) {
-        const __m512i slice = _mm512_maskz_loadu_epi8(mask, group + s * width);
-        _mm512_mask_storeu_epi8(expanded + s * width, mask, _mm512_and_si512(slice, low));
-        _mm512_mask_storeu_epi8(expanded + (s + 4) * width, mask, _mm512_and_si512(_mm512_srli_epi16(slice, 4), low));
+      for (int j = 0; j < 8; ++j) {
+        _mm512_mask_storeu_epi8(expanded + j * width, (~0ull) >> (64 - width), Rows::template Load<true>(group, j, width));
       }
     }
   }
+}
+
+}  // namespace
+
+void ExpandRows(PackedFormat format, const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride) {
+  (format == PackedFormat::kQ5_0 ? ExpandWith<Q5Rows> : ExpandWith<Q4Rows>)(rows, num_rows, out, out_stride);
 }
 
 }  // namespace tachyon::avx512

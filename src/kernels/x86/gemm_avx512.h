@@ -28,7 +28,7 @@ struct PackedRows {
 
 // y[t * y_stride + r] = row r . token t, for num_rows <= 4 (or 8 with one token)
 // rows and num_tokens <= 3 tokens (token_stride bytes apart).
-// `bytes`: the rows' quants are one a byte (Q8_0, or nibbles expanded by ExpandQ4Rows).
+// `bytes`: the rows' quants are one a byte (Q8_0, or expanded by ExpandRows).
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
 
@@ -38,10 +38,10 @@ void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_ro
 void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t x_stride,
                 int num_tokens, int64_t n, float* y, int64_t y_stride);
 
-// Q4_0 / Q4_K rows' quants written out one a byte (the nibbles as they are:
-// products with them use the same activations and scales): `out` holds num_rows rows of
+// Q4_0 / Q4_K / Q5_0 rows' quants written out one a byte (as they are: products
+// with them use the same activations and scales): `out` holds num_rows rows of
 // out_stride bytes. For large batches, a tile is expanded once instead of its
 // nibbles being split again for every 3 tokens.
-void ExpandQ4Rows(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride);
+void ExpandRows(PackedFormat format, const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride);
 
 }  // namespace tachyon::avx512

@@ -22,13 +22,44 @@ namespace {
 // at a time (TileRows).
 constexpr int64_t kRowTile = 16;
 constexpr int kTileTokens = 3;
-// From this many tokens a Q4_0 / Q5_0 / Q4_K tile is expanded to bytes once (ExpandQ4Rows)
+// From this many tokens a tile of nibbles (Q4_0, Q5_0, Q4_K, Q6_K) is expanded to bytes once (ExpandQ4Rows)
 // rather than its nibbles split for every 3 tokens.
 constexpr int64_t kMinTokensToExpand = 12;
 
 // Lane b of vector j holds values 4j..4j+3 of block b: the byte offset, in a
 // group whose vectors are `width` bytes, of value i of block b.
 size_t VectorOffset(int b, int i, int width = 64) { return width * (i / 4) + 4 * b + i % 4; }
+
+// Value v (0..255) of a Q6_K block as its 6-bit quant (0..63), and back: 128-value
+// halves; in each, value 32 q + l has its low 4 bits in ql[64 half + l + 32 (q % 2)]
+// (low nibble for q < 2, high for q >= 2) and its high 2 at bit 2 q of qh[32 half + l].
+struct Q6Position {
+  int ql, ql_shift, qh, qh_shift;
+};
+Q6Position Q6PositionOf(int v) {
+  const int half = v / 128, quarter = v % 128 / 32, l = v % 32;
+  return {64 * half + l + 32 * (quarter % 2), quarter >= 2 ? 4 : 0, 32 * half + l, 2 * quarter};
+}
+int Q6Value(const BlockQ6_K& block, int v) {
+  const Q6Position p = Q6PositionOf(v);
+  return ((block.ql[p.ql] >> p.ql_shift) & 15) | (((block.qh[p.qh] >> p.qh_shift) & 3) << 4);
+}
+void SetQ6Value(BlockQ6_K* block, int v, int q) {
+  const Q6Position p = Q6PositionOf(v);
+  block->ql[p.ql] = static_cast<uint8_t>((block->ql[p.ql] & ~(15 << p.ql_shift)) | ((q & 15) << p.ql_shift));
+  block->qh[p.qh] = static_cast<uint8_t>((block->qh[p.qh] & ~(3 << p.qh_shift)) | ((q >> 4) << p.qh_shift));
+}
+
+// Bit 4 lane + v % 4 of the 64-bit word `word` of v / 4 (v = 0..31, a block's value)
+// in the masks after a group's nibbles, `words` words a vector.
+void SetMaskBit(uint8_t* masks, int words, int word, int lane, int v) {
+  const int bit = 4 * lane + v % 4;
+  masks[8 * (words * (v / 4) + word) + bit / 8] |= static_cast<uint8_t>(1 << (bit % 8));
+}
+int MaskBit(const uint8_t* masks, int words, int word, int lane, int v) {
+  const int bit = 4 * lane + v % 4;
+  return (masks[8 * (words * (v / 4) + word) + bit / 8] >> (bit % 8)) & 1;
+}
 
 }  // namespace
 
@@ -41,7 +72,10 @@ PackedMatrix::PackedMatrix(PackedFormat format, int64_t rows, int64_t cols)
       num_full_groups_(cols / kPackedGroupValues),
       partial_blocks_(static_cast<int>(cols % kPackedGroupValues / 32)) {
   // Scales: F16 d a block, or (Q4_K) u8 scale and min a sub-block and F16 d and dmin a super-block.
-  const size_t scale_bytes = format == PackedFormat::kQ4_K ? cols / 32 * 2 + cols / kQK_K * 4 : cols / 32 * 2;
+  // Q6_K: i8 scale a 16-value half block and F16 d a super-block.
+  const size_t scale_bytes = format == PackedFormat::kQ4_K   ? cols / 32 * 2 + cols / kQK_K * 4
+                             : format == PackedFormat::kQ6_K ? cols / 32 * 2 + cols / kQK_K * 2
+                                                             : cols / 32 * 2;
   const size_t bytes = quant_bytes() + scale_bytes;
   row_bytes_ = (bytes + 63) / 64 * 64;
   data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, row_bytes_ * rows_)));
@@ -62,9 +96,11 @@ std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint
     case GgmlType::kQ4_0: format = PackedFormat::kQ4_0; break;
     case GgmlType::kQ5_0: format = PackedFormat::kQ5_0; break;
     case GgmlType::kQ4_K: format = PackedFormat::kQ4_K; break;
+    case GgmlType::kQ6_K: format = PackedFormat::kQ6_K; break;
     default: return nullptr;
   }
-  if (cols % (format == PackedFormat::kQ4_K ? kQK_K : 32) != 0 || rows <= 0) return nullptr;
+  const bool k_quant = format == PackedFormat::kQ4_K || format == PackedFormat::kQ6_K;
+  if (cols % (k_quant ? kQK_K : 32) != 0 || rows <= 0) return nullptr;
   std::unique_ptr<PackedMatrix> m(new PackedMatrix(format, rows, cols));
   const size_t file_row_bytes = *GgmlRowBytes(type, cols);
   for (int64_t r = 0; r < rows; ++r) m->PackRow(data + r * file_row_bytes, m->data_.get() + r * m->row_bytes_);
@@ -92,11 +128,22 @@ void PackedMatrix::PackRow(const uint8_t* in, uint8_t* out) const {
       for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
       uint32_t high;
       std::memcpy(&high, block.qh, sizeof(high));
-      uint8_t* fifth_bits = group + 4 * width;  // bit 4 lane + v % 4 of byte-word v / 4
       for (int v = 0; v < 32; ++v) {
-        const int bit = 4 * lane + v % 4;
-        if ((high >> v) & 1) fifth_bits[8 * (v / 4) + bit / 8] |= static_cast<uint8_t>(1 << (bit % 8));
+        if ((high >> v) & 1) SetMaskBit(group + 4 * width, 1, 0, lane, v);
       }
+    } else if (format_ == PackedFormat::kQ6_K) {
+      const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(in)[b / 8];
+      const int j = static_cast<int>(b % 8);
+      for (int v = 0; v < 32; ++v) {
+        const int q = Q6Value(block, 32 * j + v);
+        uint8_t& nibbles = group[VectorOffset(lane, v % 16, width)];
+        nibbles = static_cast<uint8_t>(nibbles | (q & 15) << (v < 16 ? 0 : 4));
+        if (q & 16) SetMaskBit(group + 4 * width, 2, 0, lane, v);
+        if (q & 32) SetMaskBit(group + 4 * width, 2, 1, lane, v);
+      }
+      scales[b] = static_cast<uint8_t>(block.scales[2 * j]);
+      scales[num_blocks + b] = static_cast<uint8_t>(block.scales[2 * j + 1]);
+      if (j == 0) reinterpret_cast<uint16_t*>(scales + 2 * num_blocks)[b / 8] = block.d;
     } else {
       // Sub-block j of a super-block: values i in the low (j even) or high (j odd)
       // nibbles of qs[32 (j / 2) + i]; packed as Q4_0's: value i low, i + 16 high.
@@ -136,12 +183,19 @@ void PackedMatrix::UnpackRow(int64_t r, uint8_t* out) const {
       block.d = reinterpret_cast<const uint16_t*>(scales)[b];
       for (int i = 0; i < 16; ++i) block.qs[i] = group[VectorOffset(lane, i, width)];
       uint32_t high = 0;
-      const uint8_t* fifth_bits = group + 4 * width;
-      for (int v = 0; v < 32; ++v) {
-        const int bit = 4 * lane + v % 4;
-        high |= static_cast<uint32_t>((fifth_bits[8 * (v / 4) + bit / 8] >> (bit % 8)) & 1) << v;
-      }
+      for (int v = 0; v < 32; ++v) high |= static_cast<uint32_t>(MaskBit(group + 4 * width, 1, 0, lane, v)) << v;
       std::memcpy(block.qh, &high, sizeof(high));
+    } else if (format_ == PackedFormat::kQ6_K) {
+      BlockQ6_K& block = reinterpret_cast<BlockQ6_K*>(out)[b / 8];
+      const int j = static_cast<int>(b % 8);
+      for (int v = 0; v < 32; ++v) {
+        const int q = (group[VectorOffset(lane, v % 16, width)] >> (v < 16 ? 0 : 4) & 15) |
+                      MaskBit(group + 4 * width, 2, 0, lane, v) << 4 | MaskBit(group + 4 * width, 2, 1, lane, v) << 5;
+        SetQ6Value(&block, 32 * j + v, q);
+      }
+      block.scales[2 * j] = static_cast<int8_t>(scales[b]);
+      block.scales[2 * j + 1] = static_cast<int8_t>(scales[num_blocks + b]);
+      if (j == 0) block.d = reinterpret_cast<const uint16_t*>(scales + 2 * num_blocks)[b / 8];
     } else {
       BlockQ4_K& block = reinterpret_cast<BlockQ4_K*>(out)[b / 8];
       const int j = static_cast<int>(b % 8), shift = 4 * (j % 2);
@@ -178,10 +232,11 @@ void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, Ac
   CHECK(n % 32 == 0) << "activation rows of " << n << " values are not whole blocks";
   const int64_t num_blocks = n / 32, num_groups = (n + kPackedGroupValues - 1) / kPackedGroupValues;
   std::memset(static_cast<void*>(out), 0, num_groups * sizeof(ActivationGroup));
-  if (format == PackedFormat::kQ4_K) {
+  if (format == PackedFormat::kQ4_K || format == PackedFormat::kQ6_K) {
     // Q8_K, 8 sub-blocks of 32 to a super-block: its scale in each sub-block's lane,
-    // and d * (sum of the sub-block's quants) for the mins.
-    CHECK(n % kQK_K == 0) << "Q4_K activation rows of " << n << " values are not whole super-blocks";
+    // and d * (sum of the sub-block's quants) for Q4_K's mins, or -32 * the sums of
+    // its halves for Q6_K's offset.
+    CHECK(n % kQK_K == 0) << "k-quant activation rows of " << n << " values are not whole super-blocks";
     thread_local std::vector<BlockQ8_K> super_blocks;
     super_blocks.resize(n / kQK_K);
     ref::QuantizeActivationsQ8_K(x, super_blocks.data(), n);
@@ -192,7 +247,12 @@ void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, Ac
       const int j = static_cast<int>(b % 8);
       for (int i = 0; i < 32; ++i) group.q[VectorOffset(lane, i)] = block.qs[32 * j + i];
       group.d[lane] = block.d;
-      group.min_sums[lane] = block.d * static_cast<float>(block.bsums[2 * j] + block.bsums[2 * j + 1]);
+      if (format == PackedFormat::kQ4_K) {
+        group.min_sums[lane] = block.d * static_cast<float>(block.bsums[2 * j] + block.bsums[2 * j + 1]);
+      } else {
+        group.offset_sums[lane] = -32 * block.bsums[2 * j];
+        group.offset_sums_high[lane] = -32 * block.bsums[2 * j + 1];
+      }
     }
     return;
   }

@@ -1,4 +1,4 @@
-// PackedMatrix: a Q8_0, Q4_0, Q5_0 or Q4_K weight matrix rewritten once, at load, for
+// PackedMatrix: a Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weight matrix rewritten once, at load, for
 // the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
 //
 // A row is groups of 16 blocks (512 values; for Q4_K a block is a 32-value sub-block), the last one partial when the row's
@@ -7,8 +7,8 @@
 // its blocks' lanes: 4 bytes a block), so that 8 vpdpbusd leave one exact integer
 // sum per block in each lane, with no shuffles. vpdpbusd multiplies unsigned by
 // signed bytes: the weight quants are stored unsigned (Q8_0: q + 128; Q4_0: its
-// nibble, which is q + 8; Q5_0: its 5 bits, q + 16; Q4_K: its nibble, whose offset
-// is the sub-block's min)
+// nibble, which is q + 8; Q5_0: its 5 bits, q + 16; Q6_K: its 6 bits, q + 32; Q4_K:
+// its nibble, whose offset is the sub-block's min)
 // and each activation block carries -offset * (sum of its quants), which takes the
 // offset back out exactly (Q4_K: d * sum, which the min multiplies).
 //
@@ -19,6 +19,10 @@
 //         and vector s + 4 in its high ones; F16 d[num_blocks] (288 bytes, as the file's)
 //   Q5_0: nibbles as Q4_0's, then uint64 fifth_bits[8] (bit 4 b + k of word j: the
 //         fifth bit of lane b's byte k of vector j); F16 d[num_blocks] (352, as the file's)
+//   Q6_K: the low 4 bits as Q4_0's nibbles, then uint64 high_bits[8][2] (bits 4 and 5
+//         of lane b's byte k of vector j at bit 4 b + k of words 2 j, 2 j + 1); int8
+//         scale of each block's first 16 values[num_blocks], of its second 16
+//         [num_blocks], F16 d[num_blocks / 8] (420 bytes a group, as the file's)
 //   Q4_K: nibbles as Q4_0's; uint8 scale[num_blocks], uint8 min[num_blocks] (the 6-bit
 //         values unpacked), F16 d[num_blocks / 8], F16 dmin[num_blocks / 8] (296 bytes
 //         a group; the file's 288)
@@ -35,7 +39,7 @@
 
 namespace tachyon {
 
-enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K };
+enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ6_K };
 
 inline constexpr int kPackedGroupBlocks = 16;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
@@ -46,10 +50,11 @@ inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
 struct alignas(64) ActivationGroup {
   int8_t q[kPackedGroupValues];           // vector j at q[64 j]
   float d[kPackedGroupBlocks];            // block scales (the F16 scale, widened); 0 for padding
-  int32_t offset_sums[kPackedGroupBlocks];  // -offset * sum of the block's quants
+  int32_t offset_sums[kPackedGroupBlocks];  // -offset * sum of the block's quants (Q6_K: of its first half)
+  int32_t offset_sums_high[kPackedGroupBlocks];  // Q6_K: -offset * sum of the second half's; else 0
   float min_sums[kPackedGroupBlocks];       // Q4_K: d * sum of the block's quants (for the mins); else 0
 };
-static_assert(sizeof(ActivationGroup) == 704, "ActivationGroup is 512 quants and 16 scales, offsets and sums");
+static_assert(sizeof(ActivationGroup) == 768, "ActivationGroup is 512 quants and 16 scales, offsets and sums");
 
 class PackedMatrix {
  public:
@@ -85,12 +90,16 @@ class PackedMatrix {
   };
   Placement Place(uint8_t* row, int64_t block) const;
   size_t group_bytes() const {
-    return format_ == PackedFormat::kQ8_0 ? 512 : format_ == PackedFormat::kQ5_0 ? 320 : 256;
+    return format_ == PackedFormat::kQ8_0   ? 512
+           : format_ == PackedFormat::kQ5_0 ? 320
+           : format_ == PackedFormat::kQ6_K ? 384
+                                            : 256;
   }
   size_t partial_group_bytes() const {
     if (partial_blocks_ == 0) return 0;
     return format_ == PackedFormat::kQ8_0 ? 32 * partial_blocks_
            : format_ == PackedFormat::kQ5_0 ? 16 * partial_blocks_ + 64
+           : format_ == PackedFormat::kQ6_K ? 16 * partial_blocks_ + 128
                                             : 16 * partial_blocks_;
   }
   size_t quant_bytes() const { return num_full_groups_ * group_bytes() + partial_group_bytes(); }

@@ -61,40 +61,76 @@ struct Q5Rows {
   }
 };
 
+struct Q6Rows {
+  static constexpr int64_t kGroupBytes = 384;
+  // Q4_0's nibbles (the low 4 bits), then 8 pairs of 64-bit masks: bits 4 and 5 of
+  // lane b's byte k of vector j at bit 4 b + k of masks 2 j and 2 j + 1.
+  template <bool kPartial>
+  static __m512i Load(const uint8_t* group, int j, int width) {
+    uint64_t bits[2];
+    __builtin_memcpy(bits, group + 4 * width + 16 * j, sizeof(bits));
+    const __m512i high = _mm512_or_si512(_mm512_maskz_mov_epi8(bits[0], _mm512_set1_epi8(0x10)),
+                                         _mm512_maskz_mov_epi8(bits[1], _mm512_set1_epi8(0x20)));
+    return _mm512_or_si512(Q4Rows::Load<kPartial>(group, j, width), high);
+  }
+};
+
 // Weight scales, one lane per block of group g of row r: acc += float(sums) * (scale * d_x),
 // and for the k-quants acc -= min * (d_x * sum(x)) (the activations' min_sums).
-struct BlockScales {  // Q8_0, Q4_0: the block's F16 scale
+// A scale covers a whole block (kParts 1) or each half of it (kParts 2: vectors 0-3
+// and 4-7, Q6_K's 16-value sub-blocks).
+struct BlockScales {  // Q8_0, Q4_0, Q5_0: the block's F16 scale
   static constexpr bool kHasMins = false;
+  static constexpr int kParts = 1;
   template <bool kPartial>
-  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, __m512* scale, __m512*) {
+  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, int, __m512* scale, __m512*) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(w.scales + r * w.scales_stride) + g * 16;
     const __m256i halves = kPartial ? _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << num_blocks) - 1), d)
                                     : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d));
     *scale = _mm512_cvtph_ps(halves);
   }
 };
+// The two super-blocks' F16 scales at d (lanes 0-7, 8-15; a partial group has only the first).
+template <bool kPartial>
+__m512 SuperBlockLanes(const uint16_t* d) {
+  const __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128 both = _mm_cvtph_ps(_mm_maskz_loadu_epi16(kPartial ? 1 : 3, d));
+  return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(both));
+}
+
 struct KQuantScales {  // Q4_K: d * scale_j and dmin * min_j of 32-value sub-blocks, 8 to a super-block
   static constexpr bool kHasMins = true;
+  static constexpr int kParts = 1;
   template <bool kPartial>
-  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, __m512* scale, __m512* min) {
+  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, int, __m512* scale, __m512* min) {
     // [u8 scale[num_blocks]][u8 min[num_blocks]][F16 d[num_blocks / 8]][F16 dmin[num_blocks / 8]]
     const uint8_t* p = w.scales + r * w.scales_stride;
     const __mmask16 mask = kPartial ? static_cast<__mmask16>((1u << num_blocks) - 1) : 0xffff;
     const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, p + g * 16)));
     const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, p + w.num_blocks + g * 16)));
-    // The two super-blocks' d (lanes 0-7, 8-15); a partial group has only the first.
     const uint16_t* d = reinterpret_cast<const uint16_t*>(p + 2 * w.num_blocks) + 2 * g;
-    const uint16_t* dmin = d + w.num_blocks / 8;
-    const __mmask8 pair = kPartial ? 1 : 3;
-    const __m512i halves = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i lanes = _mm512_sub_epi32(_mm512_set1_epi32(1), halves);  // 0 x 8, then 1 x 8
-    const __m512 dv = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(pair, d))));
-    const __m512 dminv =
-        _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(pair, dmin))));
-    *scale = _mm512_mul_ps(dv, sc);  // exact: 11 bits of d times 6 of the scale
-    *min = _mm512_mul_ps(dminv, mn);
+    *scale = _mm512_mul_ps(SuperBlockLanes<kPartial>(d), sc);  // exact: 11 bits of d times 6 of the scale
+    *min = _mm512_mul_ps(SuperBlockLanes<kPartial>(d + w.num_blocks / 8), mn);
   }
 };
+struct Q6KScales {  // Q6_K: d * scale of each 16-value half of a 32-value block
+  static constexpr bool kHasMins = false;
+  static constexpr int kParts = 2;
+  template <bool kPartial>
+  static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, int part, __m512* scale, __m512*) {
+    // [i8 scale of the first halves[num_blocks]][i8 ... second halves[num_blocks]][F16 d[num_blocks / 8]]
+    const uint8_t* p = w.scales + r * w.scales_stride;
+    const __mmask16 mask = kPartial ? static_cast<__mmask16>((1u << num_blocks) - 1) : 0xffff;
+    const __m512 sc =
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p + part * w.num_blocks + g * 16)));
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(p + 2 * w.num_blocks) + 2 * g;
+    *scale = _mm512_mul_ps(SuperBlockLanes<kPartial>(d), sc);  // exact: 11 bits of d times 8 of the scale
+  }
+};
+
+const int32_t* OffsetSums(const ActivationGroup& x, int part) {
+  return part == 0 ? x.offset_sums : x.offset_sums_high;
+}
 
 // acc += float(sums) * (scale * d_x) [- min * min_sums]
 template <class Scales>
@@ -109,22 +145,26 @@ __m512 AddGroup(__m512 acc, __m512i sums, __m512 scale, __m512 min, const Activa
 template <class Rows, class Scales, int R, int T, bool kPartial>
 void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, __m512 (&acc)[R][T]) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
-  __m512i sums[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) sums[r][t] = _mm512_load_si512(x[t][g].offset_sums);
-  }
-  for (int j = 0; j < 8; ++j) {
-    __m512i xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = _mm512_load_si512(x[t][g].q + j * 64);
+  constexpr int kVectors = 8 / Scales::kParts;
+  for (int part = 0; part < Scales::kParts; ++part) {
+    __m512i sums[R][T];
     for (int r = 0; r < R; ++r) {
-      const __m512i wv = Rows::template Load<kPartial>(w.rows + r * w.row_stride + g * Rows::kGroupBytes, j, width);
-      for (int t = 0; t < T; ++t) sums[r][t] = _mm512_dpbusd_epi32(sums[r][t], wv, xv[t]);
+      for (int t = 0; t < T; ++t) sums[r][t] = _mm512_load_si512(OffsetSums(x[t][g], part));
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    __m512 scale, min = _mm512_setzero_ps();
-    Scales::template Load<kPartial>(w, r, g, num_blocks, &scale, &min);
-    for (int t = 0; t < T; ++t) acc[r][t] = AddGroup<Scales>(acc[r][t], sums[r][t], scale, min, x[t][g]);
+    for (int j = part * kVectors; j < (part + 1) * kVectors; ++j) {
+      __m512i xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = _mm512_load_si512(x[t][g].q + j * 64);
+      for (int r = 0; r < R; ++r) {
+        const __m512i wv =
+            Rows::template Load<kPartial>(w.rows + r * w.row_stride + g * Rows::kGroupBytes, j, width);
+        for (int t = 0; t < T; ++t) sums[r][t] = _mm512_dpbusd_epi32(sums[r][t], wv, xv[t]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m512 scale, min = _mm512_setzero_ps();
+      Scales::template Load<kPartial>(w, r, g, num_blocks, part, &scale, &min);
+      for (int t = 0; t < T; ++t) acc[r][t] = AddGroup<Scales>(acc[r][t], sums[r][t], scale, min, x[t][g]);
+    }
   }
 }
 
@@ -151,23 +191,26 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
 template <class Rows, class Scales, int R, bool kPartial>
 void OneTokenGroup(const PackedRows& w, const ActivationGroup* x, int64_t g, __m512 (&acc)[R]) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
-  __m512i even[R], odd[R];
-  for (int r = 0; r < R; ++r) {
-    even[r] = _mm512_load_si512(x[g].offset_sums);
-    odd[r] = _mm512_setzero_si512();
-  }
-  for (int j = 0; j < 8; j += 2) {
-    const __m512i x0 = _mm512_load_si512(x[g].q + j * 64), x1 = _mm512_load_si512(x[g].q + j * 64 + 64);
+  constexpr int kVectors = 8 / Scales::kParts;
+  for (int part = 0; part < Scales::kParts; ++part) {
+    __m512i even[R], odd[R];
     for (int r = 0; r < R; ++r) {
-      const uint8_t* group = w.rows + r * w.row_stride + g * Rows::kGroupBytes;
-      even[r] = _mm512_dpbusd_epi32(even[r], Rows::template Load<kPartial>(group, j, width), x0);
-      odd[r] = _mm512_dpbusd_epi32(odd[r], Rows::template Load<kPartial>(group, j + 1, width), x1);
+      even[r] = _mm512_load_si512(OffsetSums(x[g], part));
+      odd[r] = _mm512_setzero_si512();
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    __m512 scale, min = _mm512_setzero_ps();
-    Scales::template Load<kPartial>(w, r, g, num_blocks, &scale, &min);
-    acc[r] = AddGroup<Scales>(acc[r], _mm512_add_epi32(even[r], odd[r]), scale, min, x[g]);
+    for (int j = part * kVectors; j < (part + 1) * kVectors; j += 2) {
+      const __m512i x0 = _mm512_load_si512(x[g].q + j * 64), x1 = _mm512_load_si512(x[g].q + j * 64 + 64);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* group = w.rows + r * w.row_stride + g * Rows::kGroupBytes;
+        even[r] = _mm512_dpbusd_epi32(even[r], Rows::template Load<kPartial>(group, j, width), x0);
+        odd[r] = _mm512_dpbusd_epi32(odd[r], Rows::template Load<kPartial>(group, j + 1, width), x1);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m512 scale, min = _mm512_setzero_ps();
+      Scales::template Load<kPartial>(w, r, g, num_blocks, part, &scale, &min);
+      acc[r] = AddGroup<Scales>(acc[r], _mm512_add_epi32(even[r], odd[r]), scale, min, x[g]);
+    }
   }
 }
 
@@ -252,6 +295,11 @@ void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* 
 
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride) {
+  if (format == PackedFormat::kQ6_K) {
+    (bytes ? RunTile<Q8Rows, Q6KScales> : RunTile<Q6Rows, Q6KScales>)(rows, num_rows, tokens, token_stride,
+                                                                      num_tokens, y, y_stride);
+    return;
+  }
   if (format == PackedFormat::kQ5_0) {
     (bytes ? RunTile<Q8Rows, BlockScales> : RunTile<Q5Rows, BlockScales>)(rows, num_rows, tokens, token_stride,
                                                                           num_tokens, y, y_stride);
@@ -292,7 +340,9 @@ void ExpandWith(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_
 }  // namespace
 
 void ExpandRows(PackedFormat format, const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride) {
-  (format == PackedFormat::kQ5_0 ? ExpandWith<Q5Rows> : ExpandWith<Q4Rows>)(rows, num_rows, out, out_stride);
+  (format == PackedFormat::kQ5_0   ? ExpandWith<Q5Rows>
+   : format == PackedFormat::kQ6_K ? ExpandWith<Q6Rows>
+                                   : ExpandWith<Q4Rows>)(rows, num_rows, out, out_stride);
 }
 
 }  // namespace tachyon::avx512

@@ -12,7 +12,7 @@ namespace {
 constexpr int kMaxRows = 4;
 constexpr int kMaxTokens = 3;
 constexpr int kMaxRowsOneToken = 8;
-constexpr int kMaxTokensF16 = 4;
+constexpr int kMaxTokensF16 = 6;
 
 // The 16 lanes summed in one fixed order.
 float ReduceLanes(__m512 v) {
@@ -285,10 +285,10 @@ void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* 
     return;
   }
   static constexpr TileF16Fn kTiles[kMaxRows][kMaxTokensF16] = {
-      {TileF16<1, 1>, TileF16<1, 2>, TileF16<1, 3>, TileF16<1, 4>},
-      {TileF16<2, 1>, TileF16<2, 2>, TileF16<2, 3>, TileF16<2, 4>},
-      {TileF16<3, 1>, TileF16<3, 2>, TileF16<3, 3>, TileF16<3, 4>},
-      {TileF16<4, 1>, TileF16<4, 2>, TileF16<4, 3>, TileF16<4, 4>},
+      {TileF16<1, 1>, TileF16<1, 2>, TileF16<1, 3>, TileF16<1, 4>, TileF16<1, 5>, TileF16<1, 6>},
+      {TileF16<2, 1>, TileF16<2, 2>, TileF16<2, 3>, TileF16<2, 4>, TileF16<2, 5>, TileF16<2, 6>},
+      {TileF16<3, 1>, TileF16<3, 2>, TileF16<3, 3>, TileF16<3, 4>, TileF16<3, 5>, TileF16<3, 6>},
+      {TileF16<4, 1>, TileF16<4, 2>, TileF16<4, 3>, TileF16<4, 4>, TileF16<4, 5>, TileF16<4, 6>},
   };
   kTiles[num_rows - 1][num_tokens - 1](w, w_stride, x, x_stride, n, y, y_stride);
 }

@@ -245,6 +245,21 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
   });
 }
 
+void MatMulSameInput(std::initializer_list<MatMulTarget> targets, const float* x, int64_t num_tokens,
+                     ThreadPool& pool) {
+  std::vector<const PackedMatrix*> packed;
+  std::vector<float*> ys;
+  for (const MatMulTarget& t : targets) {
+    if (t.w->packed == nullptr || (!packed.empty() && !packed[0]->CanShareInput(*t.w->packed))) {
+      for (const MatMulTarget& each : targets) MatMul(*each.w, x, num_tokens, each.y, pool);
+      return;
+    }
+    packed.push_back(t.w->packed.get());
+    ys.push_back(t.y);
+  }
+  PackedMatrix::MatMulSameInput(packed.data(), ys.data(), static_cast<int>(packed.size()), x, num_tokens, pool);
+}
+
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out) {
   const uint64_t row_bytes = *GgmlRowBytes(w.type, w.cols);
   ref::DequantizeRow(w.type, w.data + row * row_bytes, out, w.cols);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,17 @@ enum class KernelPath { kAuto, kReference };
 // y [num_tokens, w.rows] = x [num_tokens, w.cols] * w^T.
 void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
             KernelPath path = KernelPath::kAuto);
+
+// y_i = x * w_i^T for matrices that take the same input (q, k and v; gate and up):
+// where they are packed alike, the activations are quantized once and one parallel
+// loop covers them all (fewer hand-offs between threads in a decode step); else one
+// MatMul each. Results are MatMul's, bit for bit.
+struct MatMulTarget {
+  const WeightMatrix* w;
+  float* y;
+};
+void MatMulSameInput(std::initializer_list<MatMulTarget> targets, const float* x, int64_t num_tokens,
+                     ThreadPool& pool);
 
 // Row `row` of a weight matrix as floats (embedding lookup); out [w.cols].
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out);

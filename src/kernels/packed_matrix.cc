@@ -278,49 +278,69 @@ void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, Ac
 }
 
 void PackedMatrix::MatMul(const float* x, int64_t num_tokens, float* y, ThreadPool& pool) const {
-  const int64_t ng = num_groups();
+  const PackedMatrix* self = this;
+  MatMulSameInput(&self, &y, 1, x, num_tokens, pool);
+}
+
+bool PackedMatrix::CanShareInput(const PackedMatrix& other) const {
+  return format_ == other.format_ && cols_ == other.cols_;
+}
+
+void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* const* ys, int count, const float* x,
+                                   int64_t num_tokens, ThreadPool& pool) {
+  const PackedMatrix& first = *matrices[0];
+  for (int i = 1; i < count; ++i) CHECK(first.CanShareInput(*matrices[i])) << "matrices of another format or width";
+  const int64_t ng = first.num_groups(), cols = first.cols_;
   std::vector<ActivationGroup> act(num_tokens * ng);  // [num_tokens, num_groups]
   pool.ParallelFor(num_tokens, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) QuantizeActivationGroups(format_, x + t * cols_, cols_, &act[t * ng]);
+    for (size_t t = begin; t < end; ++t) QuantizeActivationGroups(first.format_, x + t * cols, cols, &act[t * ng]);
   });
-  const int64_t num_tiles = (rows_ + kRowTile - 1) / kRowTile;
-  const int64_t token_stride = ng * sizeof(ActivationGroup);
-  const avx512::PackedRows all{.rows = data_.get(),
-                               .row_stride = static_cast<int64_t>(row_bytes_),
-                               .scales = data_.get() + quant_bytes(),
-                               .scales_stride = static_cast<int64_t>(row_bytes_),
-                               .num_blocks = cols_ / 32,
-                               .num_full_groups = num_full_groups_,
-                               .partial_blocks = partial_blocks_};
+  // One loop over the tiles of every matrix: tile_starts[i] is matrix i's first.
+  std::vector<int64_t> tile_starts(count + 1, 0);
+  for (int i = 0; i < count; ++i) tile_starts[i + 1] = tile_starts[i] + (matrices[i]->rows_ + kRowTile - 1) / kRowTile;
   // Nibble tiles are expanded to bytes once when enough tokens pass over them.
-  const bool expand = format_ != PackedFormat::kQ8_0 && num_tokens >= kMinTokensToExpand;
-  const int64_t expanded_stride = (num_full_groups_ * 512 + 32 * partial_blocks_ + 63) / 64 * 64;
-  pool.ParallelFor(num_tiles, [&](size_t tile_begin, size_t tile_end, int) {
+  const bool expand = first.format_ != PackedFormat::kQ8_0 && num_tokens >= kMinTokensToExpand;
+  const int64_t expanded_stride = (first.num_full_groups_ * 512 + 32 * first.partial_blocks_ + 63) / 64 * 64;
+  pool.ParallelFor(tile_starts[count], [&](size_t tile_begin, size_t tile_end, int) {
     std::unique_ptr<uint8_t[], Free> expanded(
         expand ? static_cast<uint8_t*>(std::aligned_alloc(64, kRowTile * expanded_stride)) : nullptr);
+    int i = 0;
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
-      const int64_t r0 = tile * kRowTile, r1 = std::min(rows_, r0 + kRowTile);
-      avx512::PackedRows rows = all;
-      rows.rows = row(r0);
-      rows.scales = row(r0) + quant_bytes();
-      if (expand) {
-        avx512::ExpandRows(format_, rows, static_cast<int>(r1 - r0), expanded.get(), expanded_stride);
-        rows.rows = expanded.get();
-        rows.row_stride = expanded_stride;
-      }
-      for (int64_t t = 0; t < num_tokens; t += kTileTokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, num_tokens - t));
-        for (int64_t r = r0, nr = 0; r < r1; r += nr) {
-          nr = TileRows(r1 - r, nt);
-          avx512::PackedRows part = rows;
-          part.rows += (r - r0) * rows.row_stride;
-          part.scales += (r - r0) * rows.scales_stride;
-          avx512::DotTile(format_, expand || format_ == PackedFormat::kQ8_0, part, static_cast<int>(nr), &act[t * ng], token_stride, nt,
-                          y + t * rows_ + r, rows_);
-        }
-      }
+      while (static_cast<int64_t>(tile) >= tile_starts[i + 1]) ++i;
+      matrices[i]->MultiplyTile(static_cast<int64_t>(tile) - tile_starts[i], act.data(), num_tokens,
+                                expand ? expanded.get() : nullptr, expanded_stride, ys[i]);
     }
   });
+}
+
+void PackedMatrix::MultiplyTile(int64_t tile, const ActivationGroup* act, int64_t num_tokens, uint8_t* expanded,
+                                int64_t expanded_stride, float* y) const {
+  const int64_t ng = num_groups(), token_stride = ng * sizeof(ActivationGroup);
+  const int64_t r0 = tile * kRowTile, r1 = std::min(rows_, r0 + kRowTile);
+  avx512::PackedRows rows{.rows = row(r0),
+                          .row_stride = static_cast<int64_t>(row_bytes_),
+                          .scales = row(r0) + quant_bytes(),
+                          .scales_stride = static_cast<int64_t>(row_bytes_),
+                          .num_blocks = cols_ / 32,
+                          .num_full_groups = num_full_groups_,
+                          .partial_blocks = partial_blocks_};
+  if (expanded != nullptr) {
+    avx512::ExpandRows(format_, rows, static_cast<int>(r1 - r0), expanded, expanded_stride);
+    rows.rows = expanded;
+    rows.row_stride = expanded_stride;
+  }
+  const bool bytes = expanded != nullptr || format_ == PackedFormat::kQ8_0;
+  for (int64_t t = 0; t < num_tokens; t += kTileTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, num_tokens - t));
+    for (int64_t r = r0, nr = 0; r < r1; r += nr) {
+      nr = TileRows(r1 - r, nt);
+      avx512::PackedRows part = rows;
+      part.rows += (r - r0) * rows.row_stride;
+      part.scales += (r - r0) * rows.scales_stride;
+      avx512::DotTile(format_, bytes, part, static_cast<int>(nr), &act[t * ng], token_stride, nt, y + t * rows_ + r,
+                      rows_);
+    }
+  }
 }
 
 }  // namespace tachyon

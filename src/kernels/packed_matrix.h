@@ -74,12 +74,24 @@ class PackedMatrix {
   // y [num_tokens, rows] = x [num_tokens, cols] * this^T. Needs CpuHasAvx512Vnni().
   void MatMul(const float* x, int64_t num_tokens, float* y, ThreadPool& pool) const;
 
+  // Whether `other` takes the same activations (format and width): MatMulSameInput.
+  bool CanShareInput(const PackedMatrix& other) const;
+  // ys[i] [num_tokens, rows of i] = x * matrices[i]^T for `count` matrices that share
+  // their input (q, k and v; gate and up): the activations quantized once and one
+  // parallel loop over all their tiles. Each result is MatMul's, bit for bit.
+  static void MatMulSameInput(const PackedMatrix* const* matrices, float* const* ys, int count, const float* x,
+                              int64_t num_tokens, ThreadPool& pool);
+
   // Row `row` unpacked back to the file's blocks (tests: the packing loses nothing).
   void UnpackRow(int64_t row, uint8_t* out) const;
 
  private:
   PackedMatrix(PackedFormat format, int64_t rows, int64_t cols);
   void PackRow(const uint8_t* in, uint8_t* out) const;  // one row of the file's blocks
+  // Rows [16 tile, 16 tile + 16) times every token; `expanded` (or null) a buffer
+  // for the tile's quants one a byte.
+  void MultiplyTile(int64_t tile, const ActivationGroup* act, int64_t num_tokens, uint8_t* expanded,
+                    int64_t expanded_stride, float* y) const;
   const uint8_t* row(int64_t r) const { return data_.get() + r * row_bytes_; }
   // Where block `block` of a row starting at `row` goes: its group's quants, its
   // lane, and the bytes of one of that group's vectors (64, or 4 a block if partial).

@@ -78,6 +78,44 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   }
 }
 
+// q, k and v in one call: each result MatMul's, bit for bit, and a matrix of another
+// type among them sends every one through MatMul.
+TEST_P(PackedMatrixTest, MatricesSharingTheirInputGiveMatMulsResults) {
+  if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
+  const GgmlType type = GetParam();
+  const int64_t cols = 512, tokens = 13;
+  const std::vector<int64_t> rows = {40, 8, 21};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<WeightMatrix> w;
+  for (size_t i = 0; i < rows.size(); ++i) bytes.push_back(QuantizedMatrix(type, rows[i], cols, 30 + i));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    w.push_back(WeightMatrix{type, bytes[i].data(), rows[i], cols});
+    PackForMatMul(&w.back());
+  }
+  const std::vector<float> x = testing_util::RandomNonZero(tokens * cols, 9);
+  ThreadPool pool(2);
+  for (int64_t n : {int64_t{1}, tokens}) {
+    std::vector<std::vector<float>> together(3), alone(3);
+    for (int i = 0; i < 3; ++i) {
+      together[i].resize(n * rows[i]);
+      alone[i].resize(n * rows[i]);
+      MatMul(w[i], x.data(), n, alone[i].data(), pool);
+    }
+    MatMulSameInput({{&w[0], together[0].data()}, {&w[1], together[1].data()}, {&w[2], together[2].data()}},
+                    x.data(), n, pool);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(together[i], alone[i]) << "matrix " << i << ", " << n << " tokens";
+  }
+  // F32 beside them: not packed, so each goes alone (same results).
+  const std::vector<float> f32 = testing_util::RandomNonZero(5 * cols, 4);
+  const WeightMatrix other{GgmlType::kF32, reinterpret_cast<const uint8_t*>(f32.data()), 5, cols};
+  std::vector<float> a(tokens * rows[0]), b(tokens * 5), a_alone(a.size()), b_alone(b.size());
+  MatMulSameInput({{&w[0], a.data()}, {&other, b.data()}}, x.data(), tokens, pool);
+  MatMul(w[0], x.data(), tokens, a_alone.data(), pool);
+  MatMul(other, x.data(), tokens, b_alone.data(), pool);
+  EXPECT_EQ(a, a_alone);
+  EXPECT_EQ(b, b_alone);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ5_0,
                                                                           GgmlType::kQ4_K, GgmlType::kQ6_K),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });

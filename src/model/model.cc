@@ -164,9 +164,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
     for (int64_t t = 0; t < n; ++t) {
       RmsNorm(&x[t * c.n_embd], w.attn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
     }
-    MatMul(w.wq, h.data(), n, q.data(), pool);
-    MatMul(w.wk, h.data(), n, k.data(), pool);
-    MatMul(w.wv, h.data(), n, v.data(), pool);
+    MatMulSameInput({{&w.wq, q.data()}, {&w.wk, k.data()}, {&w.wv, v.data()}}, h.data(), n, pool);
     LayerKv layer = kv.layer(l);
     for (int64_t t = 0; t < n; ++t) {
       float* qt = &q[t * c.q_dim()];
@@ -191,8 +189,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
     for (int64_t t = 0; t < n; ++t) {
       RmsNorm(&x[t * c.n_embd], w.ffn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
     }
-    MatMul(w.w_gate, h.data(), n, gate.data(), pool);
-    MatMul(w.w_up, h.data(), n, up.data(), pool);
+    MatMulSameInput({{&w.w_gate, gate.data()}, {&w.w_up, up.data()}}, h.data(), n, pool);
     SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
     MatMul(w.w_down, gate.data(), n, proj.data(), pool);
     for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];

@@ -228,7 +228,43 @@ PackedMatrix::Placement PackedMatrix::Place(uint8_t* row, int64_t block) const {
   return {row + g * group_bytes(), lane, partial ? 4 * partial_blocks_ : 64};
 }
 
+namespace {
+
+// A last group of nb <= kCompactPartialBlocks blocks rewritten in the compact layout
+// (x86/gemm_avx512.h): vector j's lane b at dword j nb + b, each with its block's
+// scale; its offset once, in vector 0's lane. (The 32-value formats only: a
+// k-quant row's partial group is whole super-blocks.)
+void CompactLastGroup(ActivationGroup* group, int nb) {
+  ActivationGroup compact;
+  std::memset(static_cast<void*>(&compact), 0, sizeof(compact));
+  for (int b = 0; b < nb; ++b) {
+    for (int i = 0; i < 32; ++i) compact.q[VectorOffset(b, i, 4 * nb)] = group->q[VectorOffset(b, i)];
+    for (int j = 0; j < 8; ++j) {
+      const int lane = j * nb + b;
+      compact.d[lane] = group->d[b];
+      if (j == 0) {
+        compact.offset_sums[lane] = group->offset_sums[b];
+        compact.min_sums[lane] = group->min_sums[b];
+      }
+    }
+  }
+  *group = compact;
+}
+
+}  // namespace
+
 void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, ActivationGroup* out) {
+  const int partial = static_cast<int>(n / 32 % kPackedGroupBlocks);
+  const bool k_quant = format == PackedFormat::kQ4_K || format == PackedFormat::kQ6_K;
+  if (!k_quant && partial > 0 && partial <= avx512::kCompactPartialBlocks) {
+    QuantizeActivationGroupsWide(format, x, n, out);
+    CompactLastGroup(&out[n / 32 / kPackedGroupBlocks], partial);
+    return;
+  }
+  QuantizeActivationGroupsWide(format, x, n, out);
+}
+
+void QuantizeActivationGroupsWide(PackedFormat format, const float* x, int64_t n, ActivationGroup* out) {
   CHECK(n % 32 == 0) << "activation rows of " << n << " values are not whole blocks";
   const int64_t num_blocks = n / 32, num_groups = (n + kPackedGroupValues - 1) / kPackedGroupValues;
   std::memset(static_cast<void*>(out), 0, num_groups * sizeof(ActivationGroup));

@@ -134,7 +134,10 @@ inline int64_t TileRows(int64_t rows_left, int num_tokens) {
 }
 
 // x [n] as activation groups for weights of `format` (ceil(n / 512) groups; the
-// lanes of a partial group's missing blocks are zero, scales and sums included).
+// lanes of a partial group's missing blocks are zero, scales and sums included; a
+// partial group of 1 or 2 blocks in the compact layout of x86/gemm_avx512.h).
 void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, ActivationGroup* out);
+// The same with every group in the 16-lane layout.
+void QuantizeActivationGroupsWide(PackedFormat format, const float* x, int64_t n, ActivationGroup* out);
 
 }  // namespace tachyon

@@ -25,11 +25,12 @@ std::vector<uint8_t> QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, 
 
 class PackedMatrixTest : public ::testing::TestWithParam<GgmlType> {};
 
-// 576 columns: one whole group of 16 blocks and a partial one of 2; 768 (Q4_K: 24
-// sub-blocks): one whole and one of 8; 2048: four whole.
+// 576 columns: one whole group of 16 blocks and a partial one of 2 (computed compact),
+// 544: of 1 (compact), 608: of 3; 768 (k-quants: 24 sub-blocks): one whole and one of
+// 8; 2048: four whole.
 TEST_P(PackedMatrixTest, PackingLosesNothing) {
   const GgmlType type = GetParam();
-  for (int64_t cols : {256, 768, 2048, 64, 576}) {
+  for (int64_t cols : {256, 768, 2048, 64, 576, 544}) {
     if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
     const int64_t rows = 5;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 3);
@@ -51,7 +52,7 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
 TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
   const GgmlType type = GetParam();
-  for (int64_t cols : {256, 768, 2048, 576}) {
+  for (int64_t cols : {256, 768, 2048, 576, 544, 608}) {
     if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
     const int64_t rows = 37, tokens = 17;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 7);

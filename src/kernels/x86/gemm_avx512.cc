@@ -30,15 +30,50 @@ __m512i LoadVector(const uint8_t* p, int width) {
   if constexpr (kPartial) return _mm512_maskz_loadu_epi8((~0ull) >> (64 - width), p);
   return _mm512_load_si512(p);
 }
+// A partial group of at most kCompactBlocks blocks is read whole into one vector:
+// dword j * nb + b holds vector j's lane b (the layout its quants are stored in), so
+// one vpdpbusd does the group instead of 8 on mostly empty vectors.
+constexpr int kCompactBlocks = kCompactPartialBlocks;
+
+// Dword d of `lo` for d < 4 nb, of `hi` (from its dword 0) for 4 nb <= d < 8 nb.
+__m512i JoinHalves(__m512i lo, __m512i hi, int nb) {
+  const __m512i d = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i split = _mm512_set1_epi32(4 * nb);
+  const __mmask16 upper = _mm512_cmpge_epi32_mask(d, split);
+  const __m512i idx = _mm512_mask_add_epi32(d, upper, _mm512_sub_epi32(d, split), _mm512_set1_epi32(16));
+  return _mm512_maskz_permutex2var_epi32(static_cast<__mmask16>((1u << (8 * nb)) - 1), lo, idx, hi);
+}
+
+// The 8 low 4 nb bits of masks[stride * j + word] (j = 0..7), one after the other.
+uint64_t CompactMask(const uint8_t* masks, int stride, int word, int nb) {
+  uint64_t out = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint64_t bits;
+    __builtin_memcpy(&bits, masks + 8 * (stride * j + word), sizeof(bits));
+    out |= (bits & ((1ull << (4 * nb)) - 1)) << (4 * nb * j);
+  }
+  return out;
+}
+
 struct Q8Rows {
+  static constexpr bool kHasCompact = true;
   static constexpr int64_t kGroupBytes = 512;
+  static __m512i LoadCompact(const uint8_t* group, int nb) {
+    return _mm512_maskz_loadu_epi8((~0ull) >> (64 - 32 * nb), group);
+  }
   template <bool kPartial>
   static __m512i Load(const uint8_t* group, int j, int width) {
     return LoadVector<kPartial>(group + j * width, width);
   }
 };
 struct Q4Rows {
+  static constexpr bool kHasCompact = true;
   static constexpr int64_t kGroupBytes = 256;
+  static __m512i LoadCompact(const uint8_t* group, int nb) {
+    const __m512i slices = _mm512_maskz_loadu_epi8((~0ull) >> (64 - 16 * nb), group);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    return JoinHalves(_mm512_and_si512(slices, low), _mm512_and_si512(_mm512_srli_epi16(slices, 4), low), nb);
+  }
   // Slice j % 4 holds vector j in its low nibbles and vector j + 4 in its high ones.
   template <bool kPartial>
   static __m512i Load(const uint8_t* group, int j, int width) {
@@ -49,7 +84,12 @@ struct Q4Rows {
 };
 
 struct Q5Rows {
+  static constexpr bool kHasCompact = true;
   static constexpr int64_t kGroupBytes = 320;
+  static __m512i LoadCompact(const uint8_t* group, int nb) {
+    const __m512i fifth = _mm512_maskz_mov_epi8(CompactMask(group + 16 * nb, 1, 0, nb), _mm512_set1_epi8(0x10));
+    return _mm512_or_si512(Q4Rows::LoadCompact(group, nb), fifth);
+  }
   // Q4_0's nibbles, then 8 masks of 64 bits: bit 4 b + k of mask j is the fifth bit of
   // lane b's byte k of vector j.
   template <bool kPartial>
@@ -61,7 +101,8 @@ struct Q5Rows {
   }
 };
 
-struct Q6Rows {
+struct Q6Rows {  // k-quant rows: never a compact group
+  static constexpr bool kHasCompact = false;
   static constexpr int64_t kGroupBytes = 384;
   // Q4_0's nibbles (the low 4 bits), then 8 pairs of 64-bit masks: bits 4 and 5 of
   // lane b's byte k of vector j at bit 4 b + k of masks 2 j and 2 j + 1.
@@ -81,6 +122,7 @@ struct Q6Rows {
 // and 4-7, Q6_K's 16-value sub-blocks).
 struct BlockScales {  // Q8_0, Q4_0, Q5_0: the block's F16 scale
   static constexpr bool kHasMins = false;
+  static constexpr bool kCompact = true;  // a partial group of 1 or 2 blocks is compact
   static constexpr int kParts = 1;
   template <bool kPartial>
   static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, int, __m512* scale, __m512*) {
@@ -100,6 +142,7 @@ __m512 SuperBlockLanes(const uint16_t* d) {
 
 struct KQuantScales {  // Q4_K: d * scale_j and dmin * min_j of 32-value sub-blocks, 8 to a super-block
   static constexpr bool kHasMins = true;
+  static constexpr bool kCompact = false;
   static constexpr int kParts = 1;
   template <bool kPartial>
   static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, int, __m512* scale, __m512* min) {
@@ -115,6 +158,7 @@ struct KQuantScales {  // Q4_K: d * scale_j and dmin * min_j of 32-value sub-blo
 };
 struct Q6KScales {  // Q6_K: d * scale of each 16-value half of a 32-value block
   static constexpr bool kHasMins = false;
+  static constexpr bool kCompact = false;
   static constexpr int kParts = 2;
   template <bool kPartial>
   static void Load(const PackedRows& w, int r, int64_t g, int num_blocks, int part, __m512* scale, __m512*) {
@@ -168,6 +212,41 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
   }
 }
 
+// A compact group's weight scales (and mins) in its dword lanes: lane j nb + b gets
+// block b's. (Only 32-value formats have compact groups: a k-quant row's partial
+// group is whole super-blocks, 8 blocks at least.)
+template <class Scales>
+void LoadCompactScales(const PackedRows& w, int r, int64_t g, int nb, __m512* scale, __m512* min) {
+  const __m512i d = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  // d % nb, for nb = 1 or 2
+  const __m512i block = nb == 1 ? _mm512_setzero_si512() : _mm512_and_si512(d, _mm512_set1_epi32(1));
+  __m512 s0, m0 = _mm512_setzero_ps();
+  Scales::template Load<true>(w, r, g, nb, 0, &s0, &m0);
+  *scale = _mm512_permutexvar_ps(block, s0);
+  *min = _mm512_permutexvar_ps(block, m0);
+}
+
+template <class Scales>
+bool Compact(const PackedRows& w) {
+  return Scales::kCompact && w.partial_blocks > 0 && w.partial_blocks <= kCompactBlocks;
+}
+
+template <class Rows, class Scales, int R, int T>
+void TileGroupCompact(const PackedRows& w, const ActivationGroup* const* x, int64_t g, __m512 (&acc)[R][T]) {
+  const int nb = w.partial_blocks;
+  __m512i xv[T];
+  for (int t = 0; t < T; ++t) xv[t] = _mm512_load_si512(x[t][g].q);
+  for (int r = 0; r < R; ++r) {
+    const __m512i wv = Rows::LoadCompact(w.rows + r * w.row_stride + g * Rows::kGroupBytes, nb);
+    __m512 scale, min;
+    LoadCompactScales<Scales>(w, r, g, nb, &scale, &min);
+    for (int t = 0; t < T; ++t) {
+      const __m512i sums = _mm512_dpbusd_epi32(_mm512_load_si512(x[t][g].offset_sums), wv, xv[t]);
+      acc[r][t] = AddGroup<Scales>(acc[r][t], sums, scale, min, x[t][g]);
+    }
+  }
+}
+
 template <class Rows, class Scales, int R, int T>
 void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stride, float* y, int64_t y_stride) {
   const ActivationGroup* x[T];
@@ -179,7 +258,11 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   for (int64_t g = 0; g < w.num_full_groups; ++g) TileGroup<Rows, Scales, R, T, false>(w, x, g, acc);
-  if (w.partial_blocks > 0) TileGroup<Rows, Scales, R, T, true>(w, x, w.num_full_groups, acc);
+  if (Compact<Scales>(w)) {
+    if constexpr (Scales::kCompact) TileGroupCompact<Rows, Scales, R, T>(w, x, w.num_full_groups, acc);
+  } else if (w.partial_blocks > 0) {
+    TileGroup<Rows, Scales, R, T, true>(w, x, w.num_full_groups, acc);
+  }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceLanes(acc[r][t]);
   }
@@ -219,7 +302,18 @@ void TileOneToken(const PackedRows& w, const ActivationGroup* x, float* y) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < w.num_full_groups; ++g) OneTokenGroup<Rows, Scales, R, false>(w, x, g, acc);
-  if (w.partial_blocks > 0) OneTokenGroup<Rows, Scales, R, true>(w, x, w.num_full_groups, acc);
+  if (!Compact<Scales>(w) && w.partial_blocks > 0) {
+    OneTokenGroup<Rows, Scales, R, true>(w, x, w.num_full_groups, acc);
+  }
+  if constexpr (Scales::kCompact) {
+    if (Compact<Scales>(w)) {
+      __m512 tile_acc[R][1];
+      for (int r = 0; r < R; ++r) tile_acc[r][0] = acc[r];
+      const ActivationGroup* tokens[1] = {x};
+      TileGroupCompact<Rows, Scales, R, 1>(w, tokens, w.num_full_groups, tile_acc);
+      for (int r = 0; r < R; ++r) acc[r] = tile_acc[r][0];
+    }
+  }
   for (int r = 0; r < R; ++r) y[r] = ReduceLanes(acc[r]);
 }
 
@@ -326,7 +420,13 @@ void ExpandWith(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_
         _mm512_store_si512(o + g * 512 + j * 64, Rows::template Load<false>(in + g * Rows::kGroupBytes, j, 64));
       }
     }
-    if (rows.partial_blocks > 0) {
+    const int nb = rows.partial_blocks;
+    if (nb > 0 && nb <= kCompactBlocks) {  // vector j at 4 nb j: the compact layout already
+      if constexpr (Rows::kHasCompact) {
+        _mm512_mask_storeu_epi8(o + rows.num_full_groups * 512, (~0ull) >> (64 - 32 * nb),
+                                Rows::LoadCompact(in + rows.num_full_groups * Rows::kGroupBytes, nb));
+      }
+    } else if (nb > 0) {
       const int width = 4 * rows.partial_blocks;
       const uint8_t* group = in + rows.num_full_groups * Rows::kGroupBytes;
       uint8_t* expanded = o + rows.num_full_groups * 512;

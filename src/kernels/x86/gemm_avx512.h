@@ -15,6 +15,11 @@
 
 namespace tachyon::avx512 {
 
+// A partial last group of at most this many blocks is computed compactly: its
+// activations (QuantizeActivationGroups) laid out as its weights, vector j's lane b
+// at dword j * nb + b, with their scales, offsets and min sums in those lanes.
+inline constexpr int kCompactPartialBlocks = 2;
+
 // num_rows consecutive rows of a PackedMatrix.
 struct PackedRows {
   const uint8_t* rows = nullptr;  // the first row

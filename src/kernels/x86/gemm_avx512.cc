@@ -23,6 +23,20 @@ float ReduceLanes(__m512 v) {
   return _mm_cvtss_f32(quarter);
 }
 
+// ReduceLanes of a, b, c and d, stored to out[0..3]: the same additions in the same
+// pairs (so the same results, bit for bit) for four vectors at once.
+void ReduceLanes4(__m512 a, __m512 b, __m512 c, __m512 d, float* out) {
+  // v_i + v_(i+8): two vectors' 256-bit halves side by side.
+  const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+  const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
+  // h_i + h_(i+4): a 128-bit lane per vector.
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xdd));
+  // q_0 + q_2, q_1 + q_3; then their sum, in lane 0 of each 128-bit lane.
+  const __m512 e = _mm512_add_ps(q, _mm512_permute_ps(q, 0x4e));
+  const __m512 r = _mm512_add_ps(e, _mm512_permute_ps(e, 0xb1));
+  _mm512_mask_compressstoreu_ps(out, 0x1111, r);
+}
+
 // Vector j (0..7) of a group whose vectors are `width` bytes (64, or 4 per block
 // in a row's last, partial group: then only its first `width` bytes are read).
 template <bool kPartial>
@@ -247,6 +261,18 @@ void TileGroupCompact(const PackedRows& w, const ActivationGroup* const* x, int6
   }
 }
 
+// y[t * y_stride + r] = the lanes of acc[r][t] summed (ReduceLanes), four rows at once.
+template <int R, int T>
+void StoreTile(__m512 (&acc)[R][T], float* y, int64_t y_stride) {
+  for (int t = 0; t < T; ++t) {
+    int r = 0;
+    for (; r + 4 <= R; r += 4) {
+      ReduceLanes4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t], y + t * y_stride + r);
+    }
+    for (; r < R; ++r) y[t * y_stride + r] = ReduceLanes(acc[r][t]);
+  }
+}
+
 template <class Rows, class Scales, int R, int T>
 void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stride, float* y, int64_t y_stride) {
   const ActivationGroup* x[T];
@@ -263,9 +289,7 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
   } else if (w.partial_blocks > 0) {
     TileGroup<Rows, Scales, R, T, true>(w, x, w.num_full_groups, acc);
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceLanes(acc[r][t]);
-  }
+  StoreTile<R, T>(acc, y, y_stride);
 }
 
 // One token (decode): the rows' sums are latency-bound chains of vpdpbusd, so up to
@@ -314,7 +338,7 @@ void TileOneToken(const PackedRows& w, const ActivationGroup* x, float* y) {
       for (int r = 0; r < R; ++r) acc[r] = tile_acc[r][0];
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = ReduceLanes(acc[r]);
+  for (int r = 0; r < R; r += 4) ReduceLanes4(acc[r], acc[r + 1], acc[r + 2], acc[r + 3], y + r);
 }
 
 using TileFn = void (*)(const PackedRows&, const ActivationGroup*, int64_t, float*, int64_t);
@@ -363,9 +387,7 @@ void TileF16(const uint16_t* w, int64_t w_stride, const float* x, int64_t x_stri
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceLanes(acc[r][t]);
-  }
+  StoreTile<R, T>(acc, y, y_stride);
 }
 
 using TileF16Fn = void (*)(const uint16_t*, int64_t, const float*, int64_t, int64_t, float*, int64_t);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/check.h"
@@ -80,7 +81,6 @@ PackedMatrix::PackedMatrix(PackedFormat format, int64_t rows, int64_t cols)
   row_bytes_ = (bytes + 63) / 64 * 64;
   data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, row_bytes_ * rows_)));
   CHECK(data_ != nullptr) << "out of memory packing a [" << rows << ", " << cols << "] matrix";
-  std::memset(data_.get(), 0, row_bytes_ * rows_);  // the padding after each row
 }
 
 std::unique_ptr<PackedMatrix> PackedMatrix::Pack(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols) {
@@ -103,29 +103,50 @@ std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint
   if (cols % (k_quant ? kQK_K : 32) != 0 || rows <= 0) return nullptr;
   std::unique_ptr<PackedMatrix> m(new PackedMatrix(format, rows, cols));
   const size_t file_row_bytes = *GgmlRowBytes(type, cols);
-  for (int64_t r = 0; r < rows; ++r) m->PackRow(data + r * file_row_bytes, m->data_.get() + r * m->row_bytes_);
+  auto pack_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) m->PackRow(data + r * file_row_bytes, m->data_.get() + r * m->row_bytes_);
+  };
+  // Large matrices are packed by a few threads (load time: llama-1b Q8_0's 1.3 GB
+  // would take seconds on one).
+  const int64_t num_threads = rows * cols >= (int64_t{1} << 22)
+                                  ? std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 8)
+                                  : 1;
+  std::vector<std::thread> threads;
+  const int64_t per_thread = (rows + num_threads - 1) / num_threads;
+  for (int64_t i = 1; i < num_threads; ++i) {
+    threads.emplace_back(pack_rows, std::min(rows, i * per_thread), std::min(rows, (i + 1) * per_thread));
+  }
+  pack_rows(0, std::min(rows, per_thread));
+  for (std::thread& t : threads) t.join();
   return m;
 }
 
 void PackedMatrix::PackRow(const uint8_t* in, uint8_t* out) const {
+  std::memset(out, 0, row_bytes_);  // the padding, and the masks whose bits are or-ed in
   uint8_t* scales = out + quant_bytes();
   const int64_t num_blocks = cols_ / 32;
   for (int64_t b = 0; b < num_blocks; ++b) {
     const auto [group, lane, width] = Place(out, b);
     if (format_ == PackedFormat::kQ8_0) {
+      // 4 values a lane move together, each + 128 (its top bit flipped).
       const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(in)[b];
       reinterpret_cast<uint16_t*>(scales)[b] = block.d;
-      for (int i = 0; i < 32; ++i) group[VectorOffset(lane, i, width)] = static_cast<uint8_t>(block.qs[i] + 128);
+      for (int j = 0; j < 8; ++j) {
+        uint32_t quad;
+        std::memcpy(&quad, block.qs + 4 * j, 4);
+        quad ^= 0x80808080u;
+        std::memcpy(group + VectorOffset(lane, 4 * j, width), &quad, 4);
+      }
     } else if (format_ == PackedFormat::kQ4_0) {
       // Byte i (0..15) of the block holds values i (low nibble) and i + 16 (high):
       // slice i / 4 holds vector i / 4 low and vector i / 4 + 4 high, so the bytes move whole.
       const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(in)[b];
       reinterpret_cast<uint16_t*>(scales)[b] = block.d;
-      for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
+      for (int s = 0; s < 4; ++s) std::memcpy(group + VectorOffset(lane, 4 * s, width), block.qs + 4 * s, 4);
     } else if (format_ == PackedFormat::kQ5_0) {
       const BlockQ5_0& block = reinterpret_cast<const BlockQ5_0*>(in)[b];
       reinterpret_cast<uint16_t*>(scales)[b] = block.d;
-      for (int i = 0; i < 16; ++i) group[VectorOffset(lane, i, width)] = block.qs[i];
+      for (int s = 0; s < 4; ++s) std::memcpy(group + VectorOffset(lane, 4 * s, width), block.qs + 4 * s, 4);
       uint32_t high;
       std::memcpy(&high, block.qh, sizeof(high));
       for (int v = 0; v < 32; ++v) {

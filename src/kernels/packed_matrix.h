@@ -1,16 +1,17 @@
-// PackedMatrix: a Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weight matrix rewritten once, at load, for
-// the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
+// PackedMatrix: a Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weight matrix rewritten once, at
+// load, for the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
 //
-// A row is groups of 16 blocks (512 values; for Q4_K a block is a 32-value sub-block), the last one partial when the row's
-// blocks are not a multiple of 16. In a group, "vector j" (j = 0..7) holds in its
-// 4-byte lane b the values 4j..4j+3 of block b (a partial group's vectors have only
-// its blocks' lanes: 4 bytes a block), so that 8 vpdpbusd leave one exact integer
-// sum per block in each lane, with no shuffles. vpdpbusd multiplies unsigned by
+// A row is groups of 16 blocks (512 values; for the k-quants a block is 32 values of
+// a super-block), the last one partial when the row's blocks are not a multiple of
+// 16. In a group, "vector j" (j = 0..7) holds in its 4-byte lane b the values
+// 4j..4j+3 of block b (a partial group's vectors have only its blocks' lanes: 4
+// bytes a block), so that 8 vpdpbusd leave one exact integer sum per block in each
+// lane, with no shuffles. vpdpbusd multiplies unsigned by
 // signed bytes: the weight quants are stored unsigned (Q8_0: q + 128; Q4_0: its
 // nibble, which is q + 8; Q5_0: its 5 bits, q + 16; Q6_K: its 6 bits, q + 32; Q4_K:
-// its nibble, whose offset is the sub-block's min)
-// and each activation block carries -offset * (sum of its quants), which takes the
-// offset back out exactly (Q4_K: d * sum, which the min multiplies).
+// its nibble, whose offset is the sub-block's min) and each activation block carries
+// -offset * (sum of its quants), which takes the offset back out exactly (Q4_K: d *
+// sum, which the min multiplies).
 //
 // A packed row: the quants of every group, then the scales, padded to 64 bytes so
 // that every row and every whole group's quants start on a cache line:
@@ -45,10 +46,11 @@ inline constexpr int kPackedGroupBlocks = 16;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
 
 // One token's activations for 16 blocks, quantized as the reference quantizes
-// them (Q8_0: ref::QuantizeActivationsQ8_0; Q8_K for Q4_K), in the packed vector
-// layout; d is each block's scale (Q8_K: its super-block's).
+// them (Q8_0: ref::QuantizeActivationsQ8_0; Q8_K for Q4_K and Q6_K), in the packed
+// vector layout; d is each block's scale (Q8_K: its super-block's). A partial group
+// of 1 or 2 blocks is compact instead (QuantizeActivationGroups).
 struct alignas(64) ActivationGroup {
-  int8_t q[kPackedGroupValues];           // vector j at q[64 j]
+  int8_t q[kPackedGroupValues];           // vector j at q[64 j] (compact: lane b of vector j at dword j nb + b)
   float d[kPackedGroupBlocks];            // block scales (the F16 scale, widened); 0 for padding
   int32_t offset_sums[kPackedGroupBlocks];  // -offset * sum of the block's quants (Q6_K: of its first half)
   int32_t offset_sums_high[kPackedGroupBlocks];  // Q6_K: -offset * sum of the second half's; else 0

@@ -1,11 +1,12 @@
-// AVX-512 VNNI products of Q8_0 / Q4_0 weights with Q8_0 activations, on the
-// packed layouts of kernels/packed_matrix.h, and of F16 weights (as the file has
-// them) with F32 activations. Call only when CpuHasAvx512Vnni().
+// AVX-512 VNNI products of Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K weights with Q8_0 or
+// Q8_K activations, on the packed layouts of kernels/packed_matrix.h, and of F16
+// weights (as the file has them) with F32 activations. Call only when
+// CpuHasAvx512Vnni().
 //
 // One (row, token) pair is computed the same way whichever tile it falls in:
-// per group of 16 blocks, the exact integer block sums (a lane per block), then
-// acc += float(sums) * (d_w * d_x) in the group's order, then one fixed
-// reduction of the 16 lanes. So a token's result does not depend on how many
+// per group of 16 blocks, the exact integer block sums (a lane per block; Q6_K: per
+// 16-value half), then acc += float(sums) * (d_w * d_x) [- min_w * min_sums] in the
+// group's order, then one fixed reduction of the 16 lanes. So a token's result does not depend on how many
 // tokens or rows share its call (the engine's differential tests rely on it).
 #pragma once
 
@@ -39,11 +40,11 @@ void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_ro
 
 // F16 weights (rows w_stride values apart) times F32 activations (tokens x_stride
 // values apart), n values each: y[t * y_stride + r], for num_rows <= 4 (or 8 with
-// one token) and num_tokens <= 4. Bit-identical whatever the tile, as DotTile.
+// one token) and num_tokens <= 6. Bit-identical whatever the tile, as DotTile.
 void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t x_stride,
                 int num_tokens, int64_t n, float* y, int64_t y_stride);
 
-// Q4_0 / Q4_K / Q5_0 rows' quants written out one a byte (as they are: products
+// Q4_0 / Q5_0 / Q4_K / Q6_K rows' quants written out one a byte (as they are: products
 // with them use the same activations and scales): `out` holds num_rows rows of
 // out_stride bytes. For large batches, a tile is expanded once instead of its
 // nibbles being split again for every 3 tokens.

@@ -71,7 +71,8 @@ struct CompletionRequest {
   // The client's bytes when they mean exactly `body` to any JSON reader (no object
   // in them repeats a key, so no upstream can read a field the gateway did not
   // see), else "". Sent upstream as they are (no re-serialising on the hot path).
-  // Whoever changes `body` makes a new request (ParseCompletionRequest) instead.
+  // A gateway stage that changes `body` in place says so (Stage::changes_body) and
+  // the pipeline drops these bytes; one that parses a new request keeps that one's.
   std::string raw_body;
 };
 

@@ -113,6 +113,7 @@ class ExactCacheStage : public Stage {
 
   std::string_view name() const override { return "exact-cache"; }
   std::optional<StageAnswer> Process(GatewayRequest& request) override;
+  bool changes_body() const override { return false; }  // reads the request only
   bool wants_answers() const override { return true; }
   void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) override;
 

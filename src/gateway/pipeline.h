@@ -75,6 +75,12 @@ class Stage {
   // Process does work for this route that would stall an I/O thread (embedding
   // a message): the gateway then runs the pipeline on a worker.
   virtual bool costly(const std::string& /*route*/) const { return false; }
+  // Whether Process may change the request's parsed body in place. The client's
+  // bytes (CompletionRequest::raw_body) go upstream only while they still mean the
+  // body, so after a stage that may change it they are dropped. A stage that only
+  // reads the request, or replaces it by a new parse (which keeps its own bytes),
+  // says false.
+  virtual bool changes_body() const { return true; }
   // Stages that store answers: the gateway then collects each backend answer
   // that ends complete (kOk) and calls OnAnswer on the backend's thread.
   virtual bool wants_answers() const { return false; }
@@ -107,6 +113,7 @@ class Pipeline {
   std::optional<StageAnswer> Run(GatewayRequest& request) const {
     for (const auto& stage : stages_) {
       if (std::optional<StageAnswer> answer = stage->Process(request)) return answer;
+      if (stage->changes_body() && !request.request->raw_body.empty()) request.request->raw_body.clear();
     }
     return std::nullopt;
   }

@@ -20,6 +20,7 @@ class RouterStage : public Stage {
 
   std::string_view name() const override { return "router"; }
   std::optional<StageAnswer> Process(GatewayRequest& request) override;
+  bool changes_body() const override { return false; }  // reads the request only
   // The classifier embeds the message: a worker's job.
   bool costly(const std::string& route) const override;
 

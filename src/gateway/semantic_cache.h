@@ -132,6 +132,7 @@ class SemanticCacheStage : public Stage {
 
   std::string_view name() const override { return "semantic-cache"; }
   std::optional<StageAnswer> Process(GatewayRequest& request) override;
+  bool changes_body() const override { return false; }  // reads the request only
   bool costly(const std::string& route) const override { return routes_.count(route) != 0; }  // embeds the question
   bool wants_answers() const override { return true; }
   void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) override;

@@ -28,6 +28,7 @@ class TrimStage : public Stage {
 
   std::string_view name() const override { return "trim"; }
   std::optional<StageAnswer> Process(GatewayRequest& request) override;
+  bool changes_body() const override { return false; }  // a changed body is a new parse, with its own bytes
   // Counting tokens of a long prompt is a worker's job.
   bool costly(const std::string& route) const override { return routes_.count(route) > 0; }
 

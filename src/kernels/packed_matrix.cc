@@ -348,7 +348,8 @@ void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* c
   const PackedMatrix& first = *matrices[0];
   for (int i = 1; i < count; ++i) CHECK(first.CanShareInput(*matrices[i])) << "matrices of another format or width";
   const int64_t ng = first.num_groups(), cols = first.cols_;
-  std::vector<ActivationGroup> act(num_tokens * ng);  // [num_tokens, num_groups]
+  // [num_tokens, num_groups]; not zeroed here: QuantizeActivationGroups writes every byte.
+  std::unique_ptr<ActivationGroup[]> act = std::make_unique_for_overwrite<ActivationGroup[]>(num_tokens * ng);
   pool.ParallelFor(num_tokens, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) QuantizeActivationGroups(first.format_, x + t * cols, cols, &act[t * ng]);
   });
@@ -364,7 +365,7 @@ void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* c
     int i = 0;
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       while (static_cast<int64_t>(tile) >= tile_starts[i + 1]) ++i;
-      matrices[i]->MultiplyTile(static_cast<int64_t>(tile) - tile_starts[i], act.data(), num_tokens,
+      matrices[i]->MultiplyTile(static_cast<int64_t>(tile) - tile_starts[i], act.get(), num_tokens,
                                 expand ? expanded.get() : nullptr, expanded_stride, ys[i]);
     }
   });

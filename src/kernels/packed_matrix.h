@@ -71,7 +71,6 @@ class PackedMatrix {
   int64_t cols() const { return cols_; }
   // Groups of 16 blocks, the partial last one included (activation groups a token needs).
   int64_t num_groups() const { return num_full_groups_ + (partial_blocks_ > 0); }
-  size_t bytes() const { return row_bytes_ * rows_; }
 
   // y [num_tokens, rows] = x [num_tokens, cols] * this^T. Needs CpuHasAvx512Vnni().
   void MatMul(const float* x, int64_t num_tokens, float* y, ThreadPool& pool) const;

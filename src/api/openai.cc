@@ -202,6 +202,7 @@ std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoi
   }
   if (auto e = Bool(body, "stream", &r.stream)) return *e;
   if (auto e = Bool(body, "ignore_eos", &r.ignore_eos)) return *e;
+  if (auto e = Bool(body, "speculative", &r.speculative)) return *e;
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     if (!body["stream_options"].is_object()) return Invalid("'stream_options' must be an object", "stream_options");
     if (auto e = Bool(body["stream_options"], "include_usage", &r.include_usage)) return *e;

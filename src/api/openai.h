@@ -65,6 +65,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // vLLM's extension, for benchmarks
+  bool speculative = true;     // Tachyon's extension: false opts out of speculative decoding
   int num_logprobs = -1;       // completions "logprobs": N; chat "logprobs": true + "top_logprobs": N; -1 off
   std::string user;
   nlohmann::json body;  // the whole parsed request, unknown fields included

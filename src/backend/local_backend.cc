@@ -32,13 +32,6 @@ SamplingParams ToEngine(const SamplingOptions& s) {
                         .seed = s.seed};
 }
 
-StatusOr<KvType> ParseKvType(const std::string& name) {
-  if (name == "f16") return KvType::kF16;
-  if (name == "f32") return KvType::kF32;
-  if (name == "q8_0") return KvType::kQ8_0;
-  return InvalidArgumentError("kv_cache_dtype must be f16, f32 or q8_0, not " + name);
-}
-
 BackendResult Refusal(const ApiError& error) {
   return BackendResult{.kind = BackendResult::Kind::kRejected,
                        .http_status = error.http_status,
@@ -112,11 +105,7 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
     return InvalidArgumentError("max_model_len " + std::to_string(b->max_model_len_) +
                                 " exceeds the model's context length " + std::to_string(c.context_length));
   }
-  ASSIGN_OR_RETURN(KvType kv_type, ParseKvType(options.kv_cache_dtype));
-  if (kv_type == KvType::kQ8_0 && c.head_dim % 32 != 0) {
-    return InvalidArgumentError("kv_cache_dtype q8_0 needs a head dimension that is a multiple of 32; this model's is " +
-                                std::to_string(c.head_dim));
-  }
+  ASSIGN_OR_RETURN(KvType kv_type, ParseKvType(options.kv_cache_dtype, c));
   if (options.block_size < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return InvalidArgumentError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1");
   }
@@ -140,7 +129,17 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
                                      .max_num_seqs = options.max_num_seqs, .max_model_len = b->max_model_len_},
                        .num_threads = std::max(1, options.threads),
                        .kv_type = kv_type};
-  b->loop_ = std::make_unique<EngineLoop>(std::make_unique<Engine>(*b->model_, &b->tokenizer_->vocab(), engine));
+  if (options.num_speculative_tokens < 1 || options.num_speculative_tokens > 32) {
+    return InvalidArgumentError("num_speculative_tokens must be from 1 to 32");
+  }
+  if (options.speculative_max_batch < 1) return InvalidArgumentError("speculative_max_batch must be at least 1");
+  ASSIGN_OR_RETURN(engine.speculative,
+                   ParseSpeculativeMode(options.speculative, {.num_tokens = options.num_speculative_tokens,
+                                                              .max_batch = options.speculative_max_batch}));
+  ASSIGN_OR_RETURN(std::unique_ptr<Proposer> proposer,
+                   MakeProposer(engine, b->tokenizer_->vocab()));
+  b->loop_ = std::make_unique<EngineLoop>(
+      std::make_unique<Engine>(*b->model_, &b->tokenizer_->vocab(), engine, std::move(proposer)));
   b->model_name_ = !options.served_model_name.empty() ? options.served_model_name
                                                       : std::filesystem::path(path).stem().string();
 
@@ -167,9 +166,37 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
                                       {"model_name", "backend"}).With(labels);
   Gauge* kv = &metrics->AddGauge("tachyon:kv_cache_usage_perc", "Share of KV blocks in use (0..1)",
                                  {"model_name", "backend"}).With(labels);
+  auto spec_counter = [&](const char* name, const char* help) {
+    return &metrics->AddCounter(name, help, {"model_name", "backend"}).With(labels);
+  };
+  Counter* spec_drafts = spec_counter("tachyon:spec_decode_num_drafts_total",
+                                      "Sequence-steps that verified a speculative proposal");
+  Counter* spec_draft_tokens = spec_counter("tachyon:spec_decode_num_draft_tokens_total",
+                                            "Tokens proposed by speculative decoding (and verified)");
+  Counter* spec_accepted = spec_counter("tachyon:spec_decode_num_accepted_tokens_total",
+                                        "Proposed tokens accepted by the target model");
+  Counter* spec_emitted = spec_counter("tachyon:spec_decode_num_emitted_tokens_total",
+                                       "Tokens emitted by steps that verified a proposal (accepted + one each); "
+                                       "over num_drafts: tokens per target forward");
+  CounterFamily& per_position = metrics->AddCounter(
+      "tachyon:spec_decode_num_accepted_tokens_per_pos",
+      "Proposals whose token at this position (0 = first proposed) was accepted", {"model_name", "backend", "position"});
+  std::vector<Counter*> spec_positions;
+  if (engine.speculative.mode != SpeculativeMode::kOff) {
+    for (int i = 0; i < engine.speculative.num_tokens; ++i) {
+      spec_positions.push_back(&per_position.With({b->model_name_, options.name, std::to_string(i)}));
+    }
+  }
   EngineLoop* loop = b->loop_.get();
   b->collector_id_ = metrics->AddCollector([=] {
     const EngineStats s = loop->Stats();
+    spec_drafts->Set(static_cast<double>(s.speculative.num_drafts));
+    spec_draft_tokens->Set(static_cast<double>(s.speculative.num_draft_tokens));
+    spec_accepted->Set(static_cast<double>(s.speculative.num_accepted_tokens));
+    spec_emitted->Set(static_cast<double>(s.speculative.num_emitted_tokens));
+    for (size_t i = 0; i < spec_positions.size() && i < s.speculative.accepted_per_position.size(); ++i) {
+      spec_positions[i]->Set(static_cast<double>(s.speculative.accepted_per_position[i]));
+    }
     queries->Set(static_cast<double>(s.prefix_query_tokens));
     hits->Set(static_cast<double>(s.prefix_hit_tokens));
     computed->Set(static_cast<double>(s.prompt_tokens_computed));
@@ -277,7 +304,8 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
                          .sampling = ToEngine(r.sampling),
                          .max_tokens = max_tokens,
                          .ignore_eos = r.ignore_eos,
-                         .num_logprobs = r.num_logprobs};
+                         .num_logprobs = r.num_logprobs,
+                         .speculative = r.speculative};
   if (options_.request_timeout_seconds > 0) {
     engine_request.deadline = request.arrival + std::chrono::microseconds(
                                                     static_cast<int64_t>(options_.request_timeout_seconds * 1e6));

@@ -35,6 +35,9 @@ struct LocalBackendOptions {
   std::string kv_cache_dtype = "f16";  // f16, f32, q8_0
   int max_queue = 256;                 // requests in flight before 429
   double request_timeout_seconds = 0;  // 0: none
+  std::string speculative = "off";     // speculative decoding: ngram, draft:FILE or off
+  int num_speculative_tokens = 4;      // most tokens proposed per sequence and step
+  int speculative_max_batch = 8;       // decoding sequences above which a step proposes nothing
 };
 
 class LocalBackend : public Backend {

@@ -6,6 +6,7 @@
 
 #include "base/thread_pool.h"
 #include "cli/format.h"
+#include "engine/engine.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -32,6 +33,9 @@ struct RunFlags {
   std::string system;
   bool print_ids = false;
   bool ignore_eos = false;
+  std::string speculative = "off";
+  int num_speculative_tokens = 4;
+  std::string kv_cache_dtype = "f32";
 };
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -89,17 +93,44 @@ int Run(const RunFlags& flags) {
     return Fail("the prompt (" + std::to_string(prompt->size()) + " tokens) plus -n " + std::to_string(flags.n) +
                 " exceeds the model's context length of " + std::to_string(c.context_length));
   }
+  if (flags.num_speculative_tokens < 1 || flags.num_speculative_tokens > 32) {
+    return Fail("--num-speculative-tokens must be from 1 to 32");
+  }
+  StatusOr<KvType> kv_type = ParseKvType(flags.kv_cache_dtype, c);
+  if (!kv_type.ok()) return Fail("--kv-cache-dtype: " + kv_type.status().message());
+
+  // One request on the engine: the same decode loop as `serve` (speculative decoding included).
   constexpr int kBlockSize = 16;
-  KvBuffer kv(c, kBlockSize, (total + kBlockSize - 1) / kBlockSize);
-  std::vector<int32_t> block_table(kv.num_blocks());
-  for (int32_t b = 0; b < kv.num_blocks(); ++b) block_table[b] = b;
-  ThreadPool pool(flags.threads);
-  Sampler sampler({.temperature = flags.temperature,
-                   .top_k = flags.top_k,
-                   .top_p = flags.top_p,
-                   .min_p = flags.min_p,
-                   .repetition_penalty = flags.repeat_penalty,
-                   .seed = flags.seed});
+  const int64_t num_prompt = static_cast<int64_t>(prompt->size());
+  const int64_t max_model_len = total + 1;
+  EngineOptions options{
+      .kv = {.num_blocks = static_cast<int>((max_model_len + kBlockSize - 1) / kBlockSize),
+             .block_size = kBlockSize,
+             .enable_prefix_caching = false},
+      .scheduler = {.max_num_batched_tokens = std::max<int64_t>(num_prompt, 1 + flags.num_speculative_tokens),
+                    .max_num_seqs = 1,
+                    .max_model_len = max_model_len},
+      .num_threads = flags.threads,
+      .kv_type = *kv_type};
+  StatusOr<SpeculativeOptions> speculative =
+      ParseSpeculativeMode(flags.speculative, {.num_tokens = flags.num_speculative_tokens});
+  if (!speculative.ok()) return Fail(speculative.status().message());
+  options.speculative = *speculative;
+  StatusOr<std::unique_ptr<Proposer>> proposer = MakeProposer(options, tok.vocab());
+  if (!proposer.ok()) return Fail(proposer.status().message());
+  Engine engine(m, &tok.vocab(), options, std::move(proposer).value());
+  Status added = engine.Add({.id = SeqId(1),
+                             .prompt = *prompt,
+                             .sampling = {.temperature = flags.temperature,
+                                          .top_k = flags.top_k,
+                                          .top_p = flags.top_p,
+                                          .min_p = flags.min_p,
+                                          .repetition_penalty = flags.repeat_penalty,
+                                          .seed = flags.seed},
+                             .max_tokens = std::max(1, flags.n),
+                             .ignore_eos = flags.ignore_eos});
+  if (!added.ok()) return Fail(added.message());
+
   // Text generated right after a lone BOS drops SentencePiece's leading space, as llama2.c does.
   const bool after_bos_only = prompt->size() == 1 && tok.vocab().bos() && (*prompt)[0] == *tok.vocab().bos();
   StreamingDetokenizer detok(tok, /*special=*/false, /*strip_leading_space=*/after_bos_only);
@@ -108,29 +139,30 @@ int Run(const RunFlags& flags) {
     std::fflush(stdout);
   }
 
-  auto step = [&](const std::vector<TokenId>& tokens, int64_t first_position) {
-    return m.Forward(ForwardBatch::OneSequence(tokens, first_position, block_table.data(),
-                                               static_cast<int64_t>(block_table.size())),
-                     kv, pool);
-  };
-
-  auto start = std::chrono::steady_clock::now();
-  std::vector<float> logits = step(*prompt, 0);
-  const double prompt_seconds = Seconds(start);
-
   std::vector<TokenId> generated;
-  start = std::chrono::steady_clock::now();
-  int64_t position = static_cast<int64_t>(prompt->size());
-  for (int i = 0; i < flags.n; ++i) {
-    TokenId next = sampler.Sample(logits, generated);
-    if (!flags.ignore_eos && tok.vocab().IsEndOfGeneration(next)) break;
-    generated.push_back(next);
-    if (!flags.print_ids) {
-      std::fputs(detok.Add(next).c_str(), stdout);
-      std::fflush(stdout);
+  auto start = std::chrono::steady_clock::now();
+  double prompt_seconds = -1;
+  int64_t num_forwards = 0;  // after the prompt's
+  while (engine.HasWork()) {
+    std::vector<RequestOutput> outputs = engine.Step();
+    if (prompt_seconds < 0) {
+      prompt_seconds = Seconds(start);
+      start = std::chrono::steady_clock::now();
+    } else {
+      ++num_forwards;
     }
-    if (i + 1 == flags.n) break;  // the last token needs no forward pass
-    logits = step({next}, position++);
+    for (const RequestOutput& out : outputs) {
+      for (TokenId next : out.new_tokens) {
+        // The end-of-generation token that stopped it is not text.
+        if (static_cast<int>(generated.size()) == flags.n ||
+            (out.finish_reason == FinishReason::kStop && tok.vocab().IsEndOfGeneration(next))) {
+          break;
+        }
+        generated.push_back(next);
+        if (!flags.print_ids) std::fputs(detok.Add(next).c_str(), stdout);
+      }
+      if (!flags.print_ids) std::fflush(stdout);
+    }
   }
   const double gen_seconds = Seconds(start);
   if (flags.print_ids) {
@@ -141,14 +173,23 @@ int Run(const RunFlags& flags) {
     std::printf("\n");
   }
   std::fflush(stdout);
-  const size_t num_prompt = prompt->size();
-  const size_t num_forwards = generated.empty() ? 0 : generated.size() - 1;
-  std::fprintf(stderr, "\nprompt: %zu tokens in %.1f ms (%.1f tokens/s)\n", num_prompt, prompt_seconds * 1e3,
-               num_prompt / std::max(prompt_seconds, 1e-9));
+  // Tokens after the first (which the prompt's pass gives) over the time they took.
+  const size_t num_later = generated.empty() ? 0 : generated.size() - 1;
+  std::fprintf(stderr, "\nprompt: %lld tokens in %.1f ms (%.1f tokens/s)\n", static_cast<long long>(num_prompt),
+               prompt_seconds * 1e3, num_prompt / std::max(prompt_seconds, 1e-9));
   std::fprintf(stderr, "generation: %zu tokens in %.1f ms (%.1f tokens/s, %.2f ms/token), %d threads\n",
-               generated.size(), gen_seconds * 1e3,
-               num_forwards / std::max(gen_seconds, 1e-9), num_forwards ? gen_seconds * 1e3 / num_forwards : 0.0,
-               flags.threads);
+               generated.size(), gen_seconds * 1e3, num_later / std::max(gen_seconds, 1e-9),
+               num_later ? gen_seconds * 1e3 / num_later : 0.0, flags.threads);
+  if (engine.speculates()) {
+    const SpeculativeStats& s = engine.speculative_stats();
+    std::fprintf(stderr,
+                 "speculative (%s): %lld forward passes for %zu tokens; %lld proposed, %lld accepted (%.1f%%), "
+                 "%.2f tokens per verifying pass\n",
+                 flags.speculative.c_str(), static_cast<long long>(num_forwards), num_later,
+                 static_cast<long long>(s.num_draft_tokens), static_cast<long long>(s.num_accepted_tokens),
+                 s.num_draft_tokens ? 100.0 * s.num_accepted_tokens / s.num_draft_tokens : 0.0,
+                 s.num_drafts ? static_cast<double>(s.num_emitted_tokens) / s.num_drafts : 0.0);
+  }
   return 0;
 }
 
@@ -176,6 +217,15 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--system", flags->system, "With --chat: a system message");
   cmd->add_flag("--print-ids", flags->print_ids, "Print the generated token ids (one line) instead of text");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop at end-of-generation tokens: generate exactly -n");
+  cmd->add_option("--speculative", flags->speculative,
+                  "Speculative decoding: ngram, draft:FILE (a small GGUF model with the same vocabulary) or off; "
+                  "the output is the same either way")
+      ->capture_default_str();
+  cmd->add_option("--num-speculative-tokens", flags->num_speculative_tokens,
+                  "Most tokens proposed per step (1-32; adapts below it to the acceptance)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f32, f16 or q8_0")
+      ->capture_default_str();
   cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 

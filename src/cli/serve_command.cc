@@ -46,6 +46,9 @@ struct ServeFlags {
   int64_t max_num_batched_tokens = 512;
   bool no_prefix_caching = false;
   std::string kv_cache_dtype = "f16";
+  std::string speculative = "off";
+  int num_speculative_tokens = 4;
+  int speculative_max_batch = 8;
   size_t max_body_bytes = 8 << 20;
   int max_connections = 4096;
   double read_timeout = 30;
@@ -109,7 +112,10 @@ StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsR
                               .prefix_caching = !flags.no_prefix_caching,
                               .kv_cache_dtype = flags.kv_cache_dtype,
                               .max_queue = flags.max_queue,
-                              .request_timeout_seconds = flags.request_timeout};
+                              .request_timeout_seconds = flags.request_timeout,
+                              .speculative = flags.speculative,
+                              .num_speculative_tokens = flags.num_speculative_tokens,
+                              .speculative_max_batch = flags.speculative_max_batch};
   if (options.model_path.empty()) {
     ASSIGN_OR_RETURN(options.model_path, DemoModel());
     if (options.served_model_name.empty()) options.served_model_name = "tachyon-demo (random weights)";
@@ -364,6 +370,19 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str());
   flags->engine_options.push_back(
       cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching"));
+  flags->engine_options.push_back(cmd->add_option(
+      "--speculative", flags->speculative,
+      "Speculative decoding: ngram (continue text the sequence repeats), draft:FILE (a small GGUF model with the "
+      "same vocabulary proposes) or off; the output is the same either way, only faster when proposals are "
+      "accepted")->capture_default_str());
+  flags->engine_options.push_back(cmd->add_option("--num-speculative-tokens", flags->num_speculative_tokens,
+                                                  "Most tokens proposed per sequence and step (1-32; each "
+                                                  "sequence adapts below it to its acceptance)")
+                                      ->capture_default_str());
+  flags->engine_options.push_back(cmd->add_option("--speculative-max-batch", flags->speculative_max_batch,
+                                                  "No proposals in a step with more decoding sequences than "
+                                                  "this (the batch alone keeps the cores busy)")
+                                      ->capture_default_str());
   flags->engine_options.push_back(cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "K/V element type: f16, f32 or q8_0")
       ->capture_default_str());
   flags->body_option =

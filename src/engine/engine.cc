@@ -4,16 +4,39 @@
 #include <cmath>
 #include <span>
 
+#include "engine/draft_proposer.h"
+
 namespace tachyon {
 
-Engine::Engine(const Model& model, const Vocab* vocab, EngineOptions options)
+StatusOr<std::unique_ptr<Proposer>> MakeProposer(const EngineOptions& options, const Vocab& vocab) {
+  const SpeculativeOptions& s = options.speculative;
+  switch (s.mode) {
+    case SpeculativeMode::kOff:
+      return std::unique_ptr<Proposer>();
+    case SpeculativeMode::kNgram:
+      if (s.ngram_min < 1 || s.ngram_max < s.ngram_min) return InvalidArgumentError("bad n-gram sizes");
+      return std::unique_ptr<Proposer>(std::make_unique<NgramProposer>(s.ngram_min, s.ngram_max));
+    case SpeculativeMode::kDraft: {
+      ASSIGN_OR_RETURN(std::unique_ptr<DraftProposer> draft,
+                       DraftProposer::Create(s.draft_model, vocab, options.kv.block_size, options.kv.num_blocks,
+                                             options.scheduler.max_model_len));
+      return std::unique_ptr<Proposer>(std::move(draft));
+    }
+  }
+  return InvalidArgumentError("unknown speculative mode");
+}
+
+Engine::Engine(const Model& model, const Vocab* vocab, EngineOptions options, std::unique_ptr<Proposer> proposer)
     : model_(model),
       vocab_(vocab),
       options_(options),
       kv_(options.kv),
       kv_buffer_(model.config(), options.kv.block_size, options.kv.num_blocks, options.kv_type),
       scheduler_(options.scheduler, &kv_),
-      pool_(options.num_threads) {}
+      pool_(options.num_threads),
+      proposer_(options.speculative.num_tokens > 0 ? std::move(proposer) : nullptr) {
+  spec_stats_.accepted_per_position.assign(std::max(0, options.speculative.num_tokens), 0);
+}
 
 Status Engine::Add(Request request) {
   if (active_.count(request.id)) return InvalidArgumentError("request id already in use");
@@ -32,7 +55,11 @@ Status Engine::Add(Request request) {
   RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
   auto sampler = std::make_unique<Sampler>(request.sampling);
   const SeqId id = request.id;
-  active_.emplace(id, Active{std::move(request), std::move(sampler), std::chrono::steady_clock::now()});
+  active_.emplace(id, Active{.request = std::move(request),
+                             .sampler = std::move(sampler),
+                             .added = std::chrono::steady_clock::now(),
+                             .speculation = SpeculationControl(options_.speculative.num_tokens,
+                                                               options_.speculative.adaptive)});
   return Status::Ok();
 }
 
@@ -48,15 +75,19 @@ std::vector<RequestOutput> Engine::Expire(std::chrono::steady_clock::time_point 
                        .finish_reason = FinishReason::kTimeout,
                        .num_prompt_tokens = seq ? seq->num_prompt_tokens : 0,
                        .num_generated_tokens = seq ? seq->num_generated() : 0});
-    scheduler_.Remove(it->first);
-    it = active_.erase(it);
+    const SeqId id = it->first;
+    ++it;
+    Finish(id);
   }
   return outputs;
 }
 
-void Engine::Cancel(SeqId id) {
+void Engine::Cancel(SeqId id) { Finish(id); }
+
+void Engine::Finish(SeqId id) {
   scheduler_.Remove(id);
   active_.erase(id);
+  if (proposer_) proposer_->Forget(id);
 }
 
 TokenLogprobs Engine::LogprobsOf(const std::vector<float>& logits, TokenId token, int num_top) {
@@ -77,73 +108,145 @@ TokenLogprobs Engine::LogprobsOf(const std::vector<float>& logits, TokenId token
   return out;
 }
 
-std::vector<RequestOutput> Engine::Step() {
-  std::vector<RequestOutput> outputs;
-  SchedulerOutput plan = scheduler_.Schedule();
-  if (plan.empty()) return outputs;
-  const auto now = std::chrono::steady_clock::now();
-  for (const ScheduledSequence& s : plan.scheduled) {
-    Active& a = active_.at(s.id);
-    if (a.queue_seconds < 0) a.queue_seconds = std::chrono::duration<double>(now - a.added).count();
+std::vector<SeqId> Engine::ProposeDrafts() {
+  std::vector<SeqId> ids;
+  if (!proposer_) return ids;
+  std::vector<Sequence*> decoding = scheduler_.Decoding();
+  if (decoding.empty() || static_cast<int>(decoding.size()) > options_.speculative.max_batch) return ids;
+  std::vector<Proposer::Query> queries;
+  for (Sequence* seq : decoding) {
+    Active& a = active_.at(seq->id);
+    if (!a.request.speculative) continue;
+    // Never past max_tokens (the step emits the accepted tokens and one more),
+    // and never past the model length (the scheduler's cap too).
+    const int64_t room = std::min(a.request.max_tokens - seq->num_generated() - 1,
+                                  options_.scheduler.max_model_len - 1 - seq->num_tokens());
+    const int k = static_cast<int>(std::min<int64_t>(a.speculation.Budget(), room));
+    if (k <= 0) continue;
+    queries.push_back({seq->id, seq->tokens, k, &seq->draft});
+    ids.push_back(seq->id);
   }
+  if (!queries.empty()) proposer_->Propose(queries, pool_);
+  for (const Proposer::Query& q : queries) {
+    if (static_cast<int>(q.draft->size()) > q.max_tokens) q.draft->resize(q.max_tokens);
+  }
+  return ids;
+}
 
-  // One batch for all scheduled chunks; block tables copied so they stay valid.
-  ForwardBatch batch;
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<size_t> sampling;  // indices into plan.scheduled that sample
+Engine::StepBatch Engine::BuildBatch(const SchedulerOutput& plan) const {
+  StepBatch b;
+  ForwardBatch& batch = b.batch;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const ScheduledSequence& s = plan.scheduled[i];
     const Sequence& seq = *scheduler_.Find(s.id);
     std::vector<int32_t> table;
-    for (BlockId b : kv_.BlockTable(s.id)) table.push_back(b.value());
-    tables.push_back(std::move(table));
+    for (BlockId block : kv_.BlockTable(s.id)) table.push_back(block.value());
+    b.tables.push_back(std::move(table));
+    const int64_t end = s.first_position + s.num_new_tokens - s.num_draft_tokens;
     for (int64_t p = s.first_position; p < s.first_position + s.num_new_tokens; ++p) {
-      batch.tokens.push_back(seq.tokens[p]);
+      batch.tokens.push_back(p < end ? seq.tokens[p] : seq.draft[p - end]);
       batch.positions.push_back(p);
       batch.sequence_index.push_back(static_cast<int32_t>(i));
     }
+    b.first_row.push_back(s.samples ? static_cast<int64_t>(batch.logit_tokens.size()) : -1);
     if (s.samples) {
-      batch.logit_tokens.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
-      sampling.push_back(i);
+      // The last computed token's logits, then each draft token's.
+      const int32_t last = static_cast<int32_t>(batch.tokens.size()) - 1;
+      for (int32_t t = last - static_cast<int32_t>(s.num_draft_tokens); t <= last; ++t) batch.logit_tokens.push_back(t);
     }
   }
-  for (const auto& table : tables) batch.sequences.push_back({table.data(), static_cast<int64_t>(table.size())});
-  std::vector<float> logits = model_.Forward(batch, kv_buffer_, pool_);
-  scheduler_.OnStepDone(plan);
+  for (const auto& table : b.tables) batch.sequences.push_back({table.data(), static_cast<int64_t>(table.size())});
+  return b;
+}
 
+RequestOutput Engine::SampleSequence(const ScheduledSequence& s, std::span<float> rows) {
   const int64_t n_vocab = model_.config().n_vocab;
-  for (size_t k = 0; k < sampling.size(); ++k) {
-    const ScheduledSequence& s = plan.scheduled[sampling[k]];
-    Active& active = active_.at(s.id);
-    Sequence& seq = *scheduler_.Find(s.id);
-    std::span<const TokenId> generated(seq.tokens.data() + seq.num_prompt_tokens, seq.num_generated());
-    float* row = logits.data() + k * n_vocab;
-    // Log-probabilities come from the raw logits; the sampler changes the row in place.
-    std::vector<float> raw;
-    if (active.request.num_logprobs >= 0) raw.assign(row, row + n_vocab);
-    TokenId next = active.sampler->Sample(std::span<float>(row, n_vocab), generated);
-    scheduler_.AppendToken(s.id, next);
-    RequestOutput out{.id = s.id, .new_tokens = {next}, .num_prompt_tokens = seq.num_prompt_tokens,
-                      .num_generated_tokens = seq.num_generated()};
-    if (!raw.empty()) out.logprobs.push_back(LogprobsOf(raw, next, active.request.num_logprobs));
-    out.num_cached_tokens = std::max<int64_t>(0, seq.num_cached_tokens);
-    if (!active.reported_queue) {
-      out.queue_seconds = active.queue_seconds;
-      active.reported_queue = true;
+  Active& active = active_.at(s.id);
+  const Request& r = active.request;
+  Sequence& seq = *scheduler_.Find(s.id);
+  std::span<const TokenId> generated(seq.tokens.data() + seq.num_prompt_tokens, seq.num_generated());
+  // Log-probabilities come from the raw logits; the sampler changes the rows in place.
+  std::vector<float> raw;
+  if (r.num_logprobs >= 0) raw.assign(rows.begin(), rows.end());
+
+  std::vector<TokenId> tokens;
+  int64_t num_accepted = 0;
+  if (s.num_draft_tokens == 0) {
+    tokens.push_back(active.sampler->Sample(rows, generated));
+  } else {
+    std::span<const TokenId> draft(seq.draft.data(), s.num_draft_tokens);
+    tokens = VerifyDraft(*active.sampler, rows, n_vocab, generated, draft, &num_accepted);
+    active.speculation.Record(s.num_draft_tokens, num_accepted);
+    spec_stats_.num_drafts += 1;
+    spec_stats_.num_draft_tokens += s.num_draft_tokens;
+    spec_stats_.num_accepted_tokens += num_accepted;
+    spec_stats_.num_emitted_tokens += static_cast<int64_t>(tokens.size());
+    for (int64_t i = 0; i < num_accepted && i < static_cast<int64_t>(spec_stats_.accepted_per_position.size()); ++i) {
+      ++spec_stats_.accepted_per_position[i];
     }
-    const Request& r = active.request;
-    const bool stop_token = std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), next) != r.stop_token_ids.end();
-    const bool eog = !r.ignore_eos && vocab_ != nullptr && vocab_->IsEndOfGeneration(next);
+  }
+
+  // Stops: the first stop token or end of generation ends the output (it is
+  // sent); max_tokens caps it.
+  FinishReason finish = FinishReason::kNone;
+  size_t keep = 0;
+  while (keep < tokens.size() && finish == FinishReason::kNone) {
+    const TokenId t = tokens[keep++];
+    const bool stop_token = std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), t) != r.stop_token_ids.end();
+    const bool eog = !r.ignore_eos && vocab_ != nullptr && vocab_->IsEndOfGeneration(t);
     if (stop_token || eog) {
-      out.finish_reason = FinishReason::kStop;
-    } else if (seq.num_generated() >= r.max_tokens) {
-      out.finish_reason = FinishReason::kLength;
+      finish = FinishReason::kStop;
+    } else if (seq.num_generated() + static_cast<int64_t>(keep) >= r.max_tokens) {
+      finish = FinishReason::kLength;
     }
-    if (out.finish_reason != FinishReason::kNone) {
-      scheduler_.Remove(s.id);
-      active_.erase(s.id);
+  }
+  tokens.resize(keep);
+  scheduler_.AppendTokens(s.id, tokens, std::min<int64_t>(num_accepted, static_cast<int64_t>(keep)));
+
+  RequestOutput out{.id = s.id, .num_prompt_tokens = seq.num_prompt_tokens, .num_generated_tokens = seq.num_generated()};
+  if (!raw.empty()) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::vector<float> row(raw.begin() + i * n_vocab, raw.begin() + (i + 1) * n_vocab);
+      out.logprobs.push_back(LogprobsOf(row, tokens[i], r.num_logprobs));
     }
-    outputs.push_back(std::move(out));
+  }
+  out.new_tokens = std::move(tokens);
+  out.num_cached_tokens = std::max<int64_t>(0, seq.num_cached_tokens);
+  if (!active.reported_queue) {
+    out.queue_seconds = active.queue_seconds;
+    active.reported_queue = true;
+  }
+  out.finish_reason = finish;
+  return out;
+}
+
+std::vector<RequestOutput> Engine::Step() {
+  std::vector<RequestOutput> outputs;
+  const std::vector<SeqId> proposed = ProposeDrafts();
+  SchedulerOutput plan = scheduler_.Schedule();
+  if (!plan.empty()) {
+    const auto now = std::chrono::steady_clock::now();
+    for (const ScheduledSequence& s : plan.scheduled) {
+      Active& a = active_.at(s.id);
+      if (a.queue_seconds < 0) a.queue_seconds = std::chrono::duration<double>(now - a.added).count();
+    }
+    StepBatch b = BuildBatch(plan);
+    std::vector<float> logits = model_.Forward(b.batch, kv_buffer_, pool_);
+    scheduler_.OnStepDone(plan);
+
+    const int64_t n_vocab = model_.config().n_vocab;
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      if (b.first_row[i] < 0) continue;
+      const ScheduledSequence& s = plan.scheduled[i];
+      std::span<float> rows(logits.data() + b.first_row[i] * n_vocab, (s.num_draft_tokens + 1) * n_vocab);
+      RequestOutput out = SampleSequence(s, rows);
+      if (out.finish_reason != FinishReason::kNone) Finish(s.id);
+      outputs.push_back(std::move(out));
+    }
+  }
+  // A draft the step did not compute (no budget or blocks, or preempted) is dropped.
+  for (SeqId id : proposed) {
+    if (Sequence* seq = scheduler_.Find(id)) seq->draft.clear();
   }
   return outputs;
 }

@@ -1,6 +1,8 @@
 // Engine: runs requests to completion, one step at a time:
-//   Scheduler::Schedule -> Model::Forward (one batch for every scheduled
-//   sequence) -> Sampler per sampling sequence -> outputs, finished ones freed.
+//   proposals (speculative decoding, when on) -> Scheduler::Schedule ->
+//   Model::Forward (one batch for every scheduled sequence and its proposal)
+//   -> Sampler per sampling sequence (verifying proposals) -> stop checks ->
+//   outputs, finished ones freed.
 //
 // This is the synchronous core; the serving loop thread and per-request
 // streams stand on Step(). Not thread-safe: one caller drives it.
@@ -14,8 +16,10 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_buffer.h"
 #include "model/model.h"
@@ -37,6 +41,9 @@ struct Request {
   int num_logprobs = -1;
   // Past this time the request ends with kTimeout, waiting or running.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Speculative decoding for this request when the engine has a proposer (the
+  // output is the same either way; false opts out).
+  bool speculative = true;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kTimeout };
@@ -62,12 +69,28 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   int num_threads = 1;
   KvType kv_type = KvType::kF16;  // element type of the K/V blocks
+  // num_tokens and max_batch apply when the engine is given a proposer.
+  SpeculativeOptions speculative;
+};
+
+// The proposer options.speculative asks for: null when off; a draft model is
+// loaded and must share `vocab` (the target's).
+StatusOr<std::unique_ptr<Proposer>> MakeProposer(const EngineOptions& options, const Vocab& vocab);
+
+// Counters of speculative decoding since the engine started.
+struct SpeculativeStats {
+  int64_t num_drafts = 0;           // sequence-steps that verified a proposal
+  int64_t num_draft_tokens = 0;     // tokens proposed (and computed)
+  int64_t num_accepted_tokens = 0;  // proposed tokens accepted
+  int64_t num_emitted_tokens = 0;   // tokens those steps emitted (accepted + one each)
+  std::vector<int64_t> accepted_per_position;  // [i]: proposals whose token i was accepted
 };
 
 class Engine {
  public:
   // vocab: for end-of-generation tokens (may be null: then only stop_token_ids and max_tokens stop).
-  Engine(const Model& model, const Vocab* vocab, EngineOptions options);
+  // proposer: speculative decoding (null: off).
+  Engine(const Model& model, const Vocab* vocab, EngineOptions options, std::unique_ptr<Proposer> proposer = nullptr);
 
   Status Add(Request request);
   // One step; returns an output for every request that produced tokens or finished.
@@ -86,6 +109,8 @@ class Engine {
   // log-softmax of `logits` at `token`, and the num_top most likely tokens (lowest id on ties).
   static TokenLogprobs LogprobsOf(const std::vector<float>& logits, TokenId token, int num_top);
   const Scheduler& scheduler() const { return scheduler_; }
+  const SpeculativeStats& speculative_stats() const { return spec_stats_; }
+  bool speculates() const { return proposer_ != nullptr; }
 
  private:
   struct Active {
@@ -94,7 +119,22 @@ class Engine {
     std::chrono::steady_clock::time_point added;
     double queue_seconds = -1;  // set when first scheduled
     bool reported_queue = false;
+    SpeculationControl speculation;
   };
+  // The forward batch of a plan, and where each scheduled sequence's logit rows start.
+  struct StepBatch {
+    ForwardBatch batch;
+    std::vector<std::vector<int32_t>> tables;  // block tables, copied so they stay valid
+    std::vector<int64_t> first_row;            // per scheduled sequence; -1: it does not sample
+  };
+
+  // Sets the draft of every decoding sequence that speculates this step; returns their ids.
+  std::vector<SeqId> ProposeDrafts();
+  StepBatch BuildBatch(const SchedulerOutput& plan) const;
+  // Samples (verifying the draft) from a sequence's logit rows, appends the
+  // tokens, checks stops and returns its output.
+  RequestOutput SampleSequence(const ScheduledSequence& s, std::span<float> rows);
+  void Finish(SeqId id);
 
   const Model& model_;
   const Vocab* vocab_;
@@ -103,6 +143,8 @@ class Engine {
   KvBuffer kv_buffer_;
   Scheduler scheduler_;
   ThreadPool pool_;
+  std::unique_ptr<Proposer> proposer_;
+  SpeculativeStats spec_stats_;
   std::unordered_map<SeqId, Active> active_;
 };
 

@@ -98,7 +98,8 @@ void EngineLoop::Run() {
               .kv_usage = engine_->kv().Usage(),
               .prefix_query_tokens = engine_->kv().prefix_query_tokens(),
               .prefix_hit_tokens = engine_->kv().prefix_hit_tokens(),
-              .prompt_tokens_computed = engine_->scheduler().num_prompt_tokens_computed()};
+              .prompt_tokens_computed = engine_->scheduler().num_prompt_tokens_computed(),
+              .speculative = engine_->speculative_stats()};
   }
   // Shutting down: whatever is left is cancelled.
   for (auto& [id, callback] : callbacks_) engine_->Cancel(id);

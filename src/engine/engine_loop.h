@@ -23,6 +23,7 @@ struct EngineStats {
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
   int64_t prompt_tokens_computed = 0;
+  SpeculativeStats speculative;
 };
 
 class EngineLoop {

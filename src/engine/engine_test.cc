@@ -10,13 +10,31 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <random>
 
 #include <unistd.h>
 
+#include "engine/draft_proposer.h"
 #include "model/model_gen.h"
+#include "tokenizer/vocab.h"
 
 namespace tachyon {
 namespace {
+
+// Proposes k tokens drawn at random: nearly always rejected, so every step
+// writes K/V for positions the sequence never keeps (a test of the rollback).
+class RandomProposer : public Proposer {
+ public:
+  void Propose(std::span<const Query> queries, ThreadPool&) override {
+    for (const Query& q : queries) {
+      q.draft->clear();
+      for (int i = 0; i < q.max_tokens; ++i) q.draft->push_back(TokenId(static_cast<int32_t>(rng_() % 256)));
+    }
+  }
+
+ private:
+  std::mt19937 rng_{5};
+};
 
 // One model per test process, generated once; the file is removed once mapped.
 const Model& TinyModel() {
@@ -43,11 +61,25 @@ std::vector<TokenId> Prompt(int n, int seed, int shared_prefix = 0) {
 }
 
 // Runs the requests to completion; returns each request's generated tokens.
+enum class Speculate { kOff, kNgram, kRandom };
+
+// speculate: an n-gram proposer of up to 4 tokens (adaptive), or 3 random
+// tokens every step; its counters go to *spec_stats.
 std::map<int64_t, std::vector<int32_t>> RunAll(const Model& model, EngineOptions options,
                                                const std::vector<std::vector<TokenId>>& prompts,
                                                int max_tokens, int* num_preemptions = nullptr,
-                                               int64_t* prefix_hit_tokens = nullptr) {
-  Engine engine(model, nullptr, options);
+                                               int64_t* prefix_hit_tokens = nullptr,
+                                               Speculate speculate = Speculate::kOff,
+                                               SpeculativeStats* spec_stats = nullptr) {
+  std::unique_ptr<Proposer> proposer;
+  if (speculate == Speculate::kNgram) {
+    options.speculative = {.mode = SpeculativeMode::kNgram, .num_tokens = 4, .max_batch = 64};
+    proposer = std::make_unique<NgramProposer>(1, 4);
+  } else if (speculate == Speculate::kRandom) {
+    options.speculative = {.mode = SpeculativeMode::kNgram, .num_tokens = 3, .max_batch = 64, .adaptive = false};
+    proposer = std::make_unique<RandomProposer>();
+  }
+  Engine engine(model, nullptr, options, std::move(proposer));
   for (size_t i = 0; i < prompts.size(); ++i) {
     Request r{.id = SeqId(static_cast<int64_t>(i)), .prompt = prompts[i],
               .sampling = {.temperature = 0.0f}, .max_tokens = max_tokens, .ignore_eos = true};
@@ -75,6 +107,7 @@ std::map<int64_t, std::vector<int32_t>> RunAll(const Model& model, EngineOptions
   }
   EXPECT_EQ(finished, static_cast<int>(prompts.size()));
   if (prefix_hit_tokens) *prefix_hit_tokens = engine.kv().prefix_hit_tokens();
+  if (spec_stats) *spec_stats = engine.speculative_stats();
   EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks()) << "every block returned";
   return out;
 }
@@ -163,18 +196,28 @@ TEST(EngineTest, PreemptedRequestsRecomputeToTheSameTokens) {
   EXPECT_EQ(tight, roomy);
 }
 
-// The same differential checks on a real trained model, stories260K (greedy text is not flat).
-TEST(EngineTest, Stories260KBatchedCachedChunkedPreemptedAllAgree) {
+std::string Stories260KPath() {
   const char* env = std::getenv("TACHYON_SHARED_DIR");
-  std::string path = std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
-  auto model = std::move(Model::Load(path)).value();
+  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
+}
+
+// 8 prompts: BOS, then a shared 40-token start and 5 tokens of each one's own.
+std::vector<std::vector<TokenId>> Stories260KPrompts() {
   std::vector<std::vector<TokenId>> prompts;
   for (int i = 0; i < 8; ++i) {
-    std::vector<TokenId> p = {TokenId(1)};  // BOS, then a shared 40-token start and 5 of its own
+    std::vector<TokenId> p = {TokenId(1)};
     for (int k = 0; k < 45; ++k) p.push_back(TokenId(3 + (k < 40 ? k * 11 : k * 7 + i * 31) % 500));
     prompts.push_back(p);
   }
+  return prompts;
+}
+
+// The same differential checks on a real trained model, stories260K (greedy text is not flat).
+TEST(EngineTest, Stories260KBatchedCachedChunkedPreemptedAllAgree) {
+  const std::string path = Stories260KPath();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  auto model = std::move(Model::Load(path)).value();
+  const std::vector<std::vector<TokenId>> prompts = Stories260KPrompts();
   auto reference = RunAll(*model, Options(256, 1024, false), {prompts[3]}, 40);
   auto batched = RunAll(*model, Options(256, 1024, true), prompts, 40);
   auto chunked = RunAll(*model, Options(256, 5, true), prompts, 40);
@@ -280,6 +323,202 @@ TEST(EngineTest, CancelFreesBlocks) {
   engine.Cancel(SeqId(1));
   EXPECT_EQ(engine.kv().num_free_blocks(), 64);
   EXPECT_FALSE(engine.HasWork());
+}
+
+
+// Speculative decoding never changes greedy output: n-gram proposals verified
+// alone, among 16 sequences, with prefix caching, chunked prefill and
+// preemption, all equal to decoding without them (random-weight models fall
+// into loops, which the n-gram proposer catches: the test checks that
+// proposals were accepted and rejected, so both paths run).
+TEST(EngineTest, NgramSpeculationKeepsGreedyOutputEverywhere) {
+  const Model* model = &TinyModel();
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 16; ++i) prompts.push_back(Prompt(20 + 3 * i, i + 1, /*shared_prefix=*/i % 2 ? 16 : 0));
+  auto plain = RunAll(*model, Options(256, 512), prompts, 40);
+  SpeculativeStats stats;
+  auto together = RunAll(*model, Options(256, 512), prompts, 40, nullptr, nullptr, Speculate::kNgram, &stats);
+  EXPECT_EQ(together, plain);
+  EXPECT_GT(stats.num_accepted_tokens, 0);
+  EXPECT_GT(stats.num_draft_tokens, stats.num_accepted_tokens) << "some proposals must be rejected";
+  EXPECT_EQ(stats.num_emitted_tokens, stats.num_accepted_tokens + stats.num_drafts);
+  std::printf("16 sequences: %lld drafts, %lld proposed, %lld accepted\n", static_cast<long long>(stats.num_drafts),
+              static_cast<long long>(stats.num_draft_tokens), static_cast<long long>(stats.num_accepted_tokens));
+  for (int i : {0, 5, 15}) {
+    auto alone = RunAll(*model, Options(256, 512), {prompts[i]}, 40, nullptr, nullptr, Speculate::kNgram);
+    EXPECT_EQ(alone[0], plain[i]) << "request " << i;
+  }
+  auto chunked = RunAll(*model, Options(256, 7), prompts, 40, nullptr, nullptr, Speculate::kNgram);
+  EXPECT_EQ(chunked, plain);
+  SpeculativeStats random_stats;
+  auto rejected = RunAll(*model, Options(256, 512), prompts, 40, nullptr, nullptr, Speculate::kRandom, &random_stats);
+  EXPECT_EQ(rejected, plain);
+  EXPECT_GT(random_stats.num_draft_tokens, 1000) << "random proposals on every step";
+  int preemptions = 0;
+  std::vector<std::vector<TokenId>> four(prompts.begin(), prompts.begin() + 4);
+  auto tight = RunAll(*model, Options(12, 512, false), four, 40, &preemptions, nullptr, Speculate::kNgram);
+  EXPECT_GT(preemptions, 0) << "the test must exercise preemption";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(tight[i], plain[i]) << "request " << i;
+  preemptions = 0;
+  auto tight_rejected = RunAll(*model, Options(12, 512, false), four, 40, &preemptions, nullptr, Speculate::kRandom);
+  EXPECT_GT(preemptions, 0);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(tight_rejected[i], plain[i]) << "request " << i;
+}
+
+// Only verified tokens enter the prefix cache: after a request whose proposals
+// were nearly all rejected (their K/V written, then overwritten), a request
+// whose prompt is that request's prompt and output reuses the cached blocks
+// and decodes exactly as a fresh engine without any cache does.
+TEST(EngineTest, RejectedProposalsNeverReachThePrefixCache) {
+  const Model* model = &TinyModel();
+  EngineOptions options = Options(256, 512);
+  options.speculative = {.mode = SpeculativeMode::kNgram, .num_tokens = 5, .max_batch = 64, .adaptive = false};
+  Engine engine(*model, nullptr, options, std::make_unique<RandomProposer>());
+  const std::vector<TokenId> first = Prompt(37, 4);
+  ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = first, .sampling = {.temperature = 0.0f}, .max_tokens = 60,
+                          .ignore_eos = true})
+                  .ok());
+  std::vector<TokenId> second = first;
+  while (engine.HasWork()) {
+    for (const RequestOutput& o : engine.Step()) second.insert(second.end(), o.new_tokens.begin(), o.new_tokens.end());
+  }
+  const SpeculativeStats stats = engine.speculative_stats();
+  ASSERT_GT(stats.num_draft_tokens - stats.num_accepted_tokens, 100) << "the test needs rejected proposals";
+  second.push_back(TokenId(9));
+  ASSERT_TRUE(engine.Add({.id = SeqId(2), .prompt = second, .sampling = {.temperature = 0.0f}, .max_tokens = 20,
+                          .ignore_eos = true})
+                  .ok());
+  std::vector<int32_t> got;
+  const int64_t hits_before = engine.kv().prefix_hit_tokens();
+  while (engine.HasWork()) {
+    for (const RequestOutput& o : engine.Step()) {
+      for (TokenId t : o.new_tokens) got.push_back(t.value());
+    }
+  }
+  EXPECT_EQ(engine.kv().prefix_hit_tokens() - hits_before, (static_cast<int64_t>(second.size()) - 1) / 16 * 16)
+      << "every full block of the first request's prompt and verified output is reused";
+  auto fresh = RunAll(*model, Options(256, 512, false), {second}, 20);
+  EXPECT_EQ(got, fresh[0]);
+  auto plain = RunAll(*model, Options(256, 512, false), {first}, 60);
+  std::vector<int32_t> generated;
+  for (size_t i = first.size(); i + 1 < second.size(); ++i) generated.push_back(second[i].value());
+  EXPECT_EQ(generated, plain[0]);
+  EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks());
+}
+
+TEST(EngineTest, Stories260KSpeculationKeepsGreedyOutput) {
+  const std::string path = Stories260KPath();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  auto model = std::move(Model::Load(path)).value();
+  const std::vector<std::vector<TokenId>> prompts = Stories260KPrompts();
+  auto plain = RunAll(*model, Options(256, 1024, true), prompts, 60);
+  SpeculativeStats stats;
+  auto spec = RunAll(*model, Options(256, 1024, true), prompts, 60, nullptr, nullptr, Speculate::kNgram, &stats);
+  EXPECT_EQ(spec, plain);
+  auto chunked = RunAll(*model, Options(256, 5, true), prompts, 60, nullptr, nullptr, Speculate::kNgram);
+  EXPECT_EQ(chunked, plain);
+  int preemptions = 0;
+  auto tight = RunAll(*model, Options(16, 1024, true), prompts, 60, &preemptions, nullptr, Speculate::kNgram);
+  EXPECT_EQ(tight, plain);
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(stats.num_accepted_tokens, 0);
+  std::printf("stories260K, 8 sequences: %lld proposed, %lld accepted\n",
+              static_cast<long long>(stats.num_draft_tokens), static_cast<long long>(stats.num_accepted_tokens));
+}
+
+
+// A generated model file of the tiny shape (or its qwen2 variant) under a temporary name.
+std::string GenerateTiny(const std::string& name, GgmlType type, uint64_t seed, bool qwen2 = false) {
+  std::string path = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid()) + ".gguf";
+  static ModelShape qwen2_tiny = [] {
+    ModelShape shape = *FindModelShape("tiny");
+    shape.name = "tiny-qwen2";
+    shape.architecture = "qwen2";
+    shape.qkv_bias = true;
+    return shape;
+  }();
+  const ModelShape* shape = qwen2 ? &qwen2_tiny : FindModelShape("tiny");
+  EXPECT_TRUE(GenerateRandomModel({.shape = shape, .scheme = PureScheme(type), .seed = seed, .out_path = path,
+                                   .num_threads = 2})
+                  .ok());
+  return path;
+}
+
+// Runs the prompts with a draft model proposing; returns the tokens and the counters.
+std::map<int64_t, std::vector<int32_t>> RunWithDraft(const Model& target, const std::string& draft_path,
+                                                     EngineOptions options,
+                                                     const std::vector<std::vector<TokenId>>& prompts, int max_tokens,
+                                                     SpeculativeStats* stats) {
+  const Vocab vocab = std::move(Vocab::FromGguf(target.file())).value();
+  options.speculative = {.mode = SpeculativeMode::kDraft, .draft_model = draft_path, .num_tokens = 4, .max_batch = 64};
+  auto proposer = MakeProposer(options, vocab);
+  EXPECT_TRUE(proposer.ok()) << proposer.status().ToString();
+  Engine engine(target, nullptr, options, std::move(proposer).value());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(engine.Add({.id = SeqId(static_cast<int64_t>(i)), .prompt = prompts[i],
+                            .sampling = {.temperature = 0.0f}, .max_tokens = max_tokens, .ignore_eos = true})
+                    .ok());
+  }
+  std::map<int64_t, std::vector<int32_t>> out;
+  while (engine.HasWork()) {
+    for (const RequestOutput& o : engine.Step()) {
+      for (TokenId t : o.new_tokens) out[o.id.value()].push_back(t.value());
+    }
+  }
+  *stats = engine.speculative_stats();
+  EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks());
+  return out;
+}
+
+// A draft model proposes; the output is the target's. The same random weights
+// quantized to Q4_0 agree with the Q8_0 target often (random weights are
+// flat: quantization flips many an argmax; 40-60% here); another
+// seed's weights almost never: both give the target's tokens, alone and among
+// 16 sequences, chunked and preempted, for the llama and qwen2 architectures.
+TEST(EngineTest, DraftModelSpeculationKeepsGreedyOutput) {
+  for (bool qwen2 : {false, true}) {
+    SCOPED_TRACE(qwen2 ? "qwen2" : "llama");
+    const std::string target_path = GenerateTiny("target", GgmlType::kQ8_0, 3, qwen2);
+    auto target = std::move(Model::Load(target_path)).value();
+    std::filesystem::remove(target_path);
+    const std::string close = GenerateTiny("draft_close", GgmlType::kQ4_0, 3, qwen2);
+    const std::string far = GenerateTiny("draft_far", GgmlType::kQ4_0, 11, qwen2);
+    std::vector<std::vector<TokenId>> prompts;
+    for (int i = 0; i < 16; ++i) prompts.push_back(Prompt(20 + 3 * i, i + 1, /*shared_prefix=*/i % 2 ? 16 : 0));
+    auto plain = RunAll(*target, Options(256, 512), prompts, 30);
+    SpeculativeStats close_stats, far_stats, tight_stats;
+    EXPECT_EQ(RunWithDraft(*target, close, Options(256, 512), prompts, 30, &close_stats), plain);
+    EXPECT_EQ(RunWithDraft(*target, far, Options(256, 512), prompts, 30, &far_stats), plain);
+    EXPECT_EQ(RunWithDraft(*target, close, Options(256, 7), prompts, 30, &tight_stats), plain) << "chunked";
+    std::vector<std::vector<TokenId>> four(prompts.begin(), prompts.begin() + 4);
+    auto tight = RunWithDraft(*target, close, Options(12, 512, false), four, 40, &tight_stats);
+    auto tight_plain = RunAll(*target, Options(64, 512, false), four, 40);
+    EXPECT_EQ(tight, tight_plain) << "preempted";
+    EXPECT_GT(close_stats.num_accepted_tokens, close_stats.num_draft_tokens / 4)
+        << close_stats.num_accepted_tokens << " of " << close_stats.num_draft_tokens;
+    EXPECT_GT(far_stats.num_draft_tokens, far_stats.num_accepted_tokens);
+    std::printf("%s: Q4_0 draft of the same weights: %lld of %lld accepted; another seed's: %lld of %lld\n",
+                qwen2 ? "qwen2" : "llama", static_cast<long long>(close_stats.num_accepted_tokens),
+                static_cast<long long>(close_stats.num_draft_tokens),
+                static_cast<long long>(far_stats.num_accepted_tokens),
+                static_cast<long long>(far_stats.num_draft_tokens));
+    std::filesystem::remove(close);
+    std::filesystem::remove(far);
+  }
+}
+
+TEST(EngineTest, DraftModelMustShareTheVocabulary) {
+  const std::string other = Stories260KPath();
+  if (!std::filesystem::exists(other)) GTEST_SKIP() << other << " is absent (needs ../shared)";
+  const Vocab vocab = std::move(Vocab::FromGguf(TinyModel().file())).value();
+  EngineOptions options = Options(64, 512);
+  options.speculative = {.mode = SpeculativeMode::kDraft, .draft_model = other};
+  auto refused = MakeProposer(options, vocab);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("a draft needs the same vocabulary"), std::string::npos)
+      << refused.status().message();
+  options.speculative.draft_model = "/nonexistent/draft.gguf";
+  EXPECT_FALSE(MakeProposer(options, vocab).ok());
 }
 
 }  // namespace

@@ -29,19 +29,44 @@ void Sampler::ApplyPenalties(std::span<float> logits, std::span<const TokenId> g
 }
 
 TokenId Sampler::Sample(std::span<float> logits, std::span<const TokenId> generated) {
+  return Draw(ProcessedDistribution(logits, generated));
+}
+
+double Sampler::Total(const Distribution& dist) {
+  double total = 0;
+  for (const auto& c : dist) total += c.first;
+  return total;
+}
+
+TokenId Sampler::Draw(const Distribution& dist) {
+  if (params_.temperature <= 0.0f) return TokenId(dist[0].second);  // greedy: no draw
+  double r = std::uniform_real_distribution<double>(0.0, Total(dist))(rng_);
+  for (const auto& c : dist) {
+    r -= c.first;
+    if (r < 0) return TokenId(c.second);
+  }
+  return TokenId(dist.back().second);
+}
+
+const Sampler::Distribution& Sampler::ProcessedDistribution(std::span<float> logits,
+                                                            std::span<const TokenId> generated) {
   const SamplingParams& p = params_;
   for (const auto& [id, bias] : p.logit_bias) {
     if (id.value() >= 0 && static_cast<size_t>(id.value()) < logits.size()) logits[id.value()] += bias;
   }
   ApplyPenalties(logits, generated);
-  if (p.temperature <= 0.0f) return Argmax(logits);
+  candidates_.clear();
+  auto argmax_only = [&]() -> const Distribution& {
+    candidates_.assign(1, {1.0f, Argmax(logits).value()});
+    return candidates_;
+  };
+  if (p.temperature <= 0.0f) return argmax_only();
 
   // Candidates by descending logit (ties: lower id first), cut to top-k.
-  candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
     if (std::isfinite(logits[i])) candidates_.emplace_back(logits[i], static_cast<int32_t>(i));
   }
-  if (candidates_.empty()) return Argmax(logits);
+  if (candidates_.empty()) return argmax_only();
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   size_t keep = candidates_.size();
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
@@ -76,14 +101,7 @@ TokenId Sampler::Sample(std::span<float> logits, std::span<const TokenId> genera
     while (n < candidates_.size() && candidates_[n].first >= floor) ++n;
     candidates_.resize(n);
   }
-  double total = 0;
-  for (const auto& c : candidates_) total += c.first;
-  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
-  for (const auto& c : candidates_) {
-    r -= c.first;
-    if (r < 0) return TokenId(c.second);
-  }
-  return TokenId(candidates_.back().second);
+  return candidates_;
 }
 
 }  // namespace tachyon

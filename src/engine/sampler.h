@@ -37,7 +37,19 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
   // logits [n_vocab] (modified in place); generated: tokens produced so far.
+  // The same as Draw(Distribution(logits, generated)).
   TokenId Sample(std::span<float> logits, std::span<const TokenId> generated);
+
+  // The distribution Sample draws from, after every option: (weight, id) pairs,
+  // most likely first; weights need not sum to 1 (`Total`). Greedy: the argmax
+  // alone. Valid until the next call on this sampler.
+  using Distribution = std::vector<std::pair<float, int32_t>>;
+  const Distribution& ProcessedDistribution(std::span<float> logits, std::span<const TokenId> generated);
+  static double Total(const Distribution& dist);
+  // A token drawn from `dist` with the sampler's generator.
+  TokenId Draw(const Distribution& dist);
+  // A uniform number in [0, 1) from the sampler's generator.
+  double Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
   // The index of the largest logit, lowest on ties.
   static TokenId Argmax(std::span<const float> logits);

@@ -46,6 +46,15 @@ const Sequence* Scheduler::Find(SeqId id) const {
   return it == sequences_.end() ? nullptr : it->second.get();
 }
 
+std::vector<Sequence*> Scheduler::Decoding() {
+  std::vector<Sequence*> out;
+  for (SeqId id : running_) {
+    Sequence* seq = sequences_.at(id).get();
+    if (!seq->held && seq->num_computed_tokens + 1 == seq->num_tokens()) out.push_back(seq);
+  }
+  return out;
+}
+
 SeqId Scheduler::PreemptLast(SchedulerOutput* out) {
   CHECK(!running_.empty());
   const SeqId victim = running_.back();
@@ -142,6 +151,19 @@ SchedulerOutput Scheduler::Schedule() {
       it = waiting_.erase(it);
     }
   }
+  // 3. Drafts: a decode computes its draft too, with what is left of the budget
+  // and the free blocks (so a draft never preempts or delays anyone), within
+  // the model length.
+  for (ScheduledSequence& s : out.scheduled) {
+    Sequence& seq = *sequences_.at(s.id);
+    if (seq.draft.empty() || budget <= 0 || s.num_new_tokens != 1 || !s.samples) continue;
+    int64_t num_draft = std::min({static_cast<int64_t>(seq.draft.size()), budget,
+                                  options_.max_model_len - 1 - seq.num_tokens()});
+    if (num_draft <= 0 || !kv_->Allocate(seq.id, seq.num_tokens() + num_draft)) continue;
+    s.num_new_tokens += num_draft;
+    s.num_draft_tokens = num_draft;
+    budget -= num_draft;
+  }
   for (const ScheduledSequence& s : out.scheduled) out.num_batched_tokens += s.num_new_tokens;
   return out;
 }
@@ -150,7 +172,7 @@ void Scheduler::OnStepDone(const SchedulerOutput& output) {
   for (const ScheduledSequence& s : output.scheduled) {
     Sequence* seq = Find(s.id);
     if (seq == nullptr || seq->status != SequenceStatus::kRunning) continue;  // removed meanwhile
-    seq->num_computed_tokens = s.first_position + s.num_new_tokens;
+    seq->num_computed_tokens = s.first_position + s.num_new_tokens - s.num_draft_tokens;
     num_prompt_tokens_computed_ +=
         std::max<int64_t>(0, std::min(seq->num_computed_tokens, seq->num_prompt_tokens) - s.first_position);
     kv_->CacheComputedBlocks(s.id, seq->tokens, seq->num_computed_tokens, seq->cache_key);
@@ -161,6 +183,19 @@ void Scheduler::AppendToken(SeqId id, TokenId token) {
   Sequence* seq = Find(id);
   CHECK(seq != nullptr);
   seq->tokens.push_back(token);
+}
+
+void Scheduler::AppendTokens(SeqId id, std::span<const TokenId> tokens, int64_t num_verified) {
+  Sequence* seq = Find(id);
+  CHECK(seq != nullptr);
+  CHECK(num_verified >= 0 && num_verified <= static_cast<int64_t>(tokens.size()));
+  CHECK(seq->num_computed_tokens == seq->num_tokens()) << "tokens appended to a sequence with uncomputed tokens";
+  seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
+  seq->draft.clear();
+  seq->num_computed_tokens += num_verified;
+  kv_->CacheComputedBlocks(id, seq->tokens, seq->num_computed_tokens, seq->cache_key);
+  // Blocks for positions past the new tokens held only rejected draft positions.
+  kv_->Shrink(id, seq->num_tokens());
 }
 
 void Scheduler::SetHeld(SeqId id, bool held) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct ScheduledSequence {
   int64_t first_position = 0;  // num_computed_tokens when scheduled
   int64_t num_new_tokens = 0;  // tokens [first_position, first_position + num_new_tokens) computed
   bool samples = false;        // the chunk reaches the last token: the step samples a new one
+  // Of num_new_tokens, the last num_draft_tokens are the sequence's draft (a decode
+  // only): computed, but not counted as computed until verified (AppendTokens).
+  int64_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -62,11 +66,16 @@ class Scheduler {
 
   SchedulerOutput Schedule();
 
-  // After the forward pass of `output`: advances num_computed_tokens and
-  // registers newly full blocks in the prefix cache. Sampled tokens are then
-  // appended with AppendToken.
+  // After the forward pass of `output`: advances num_computed_tokens (draft
+  // tokens excluded) and registers newly full blocks in the prefix cache.
+  // Sampled tokens are then appended with AppendToken or AppendTokens.
   void OnStepDone(const SchedulerOutput& output);
   void AppendToken(SeqId id, TokenId token);
+  // Appends `tokens` after a speculative step: the first num_verified of them are
+  // the draft tokens the step accepted (their K/V were computed with the
+  // draft), the rest are new. The draft is cleared, and the blocks that only
+  // rejected draft positions needed go back to the pool.
+  void AppendTokens(SeqId id, std::span<const TokenId> tokens, int64_t num_verified);
 
   // Removes a sequence (finished or cancelled) and frees its blocks.
   void Remove(SeqId id);
@@ -74,6 +83,9 @@ class Scheduler {
   void SetHeld(SeqId id, bool held);
   // Whether a step would compute anything: some sequence waits or runs unheld.
   bool HasRunnable() const;
+
+  // Running sequences, not held, whose next step is a decode (one token to compute).
+  std::vector<Sequence*> Decoding();
 
   Sequence* Find(SeqId id);
   const Sequence* Find(SeqId id) const;

@@ -29,10 +29,14 @@ struct Sequence {
   // scheduler sees that two prompts share blocks before either is cached.
   std::vector<BlockHash> prompt_block_hashes;
   int num_preemptions = 0;
-  int64_t num_cached_tokens = -1;
+  int64_t num_cached_tokens = -1;  // prompt tokens found in the prefix cache at first admission; -1 before
   // Its client is behind on what was sent (backpressure): not scheduled until released;
   // its blocks stay.
-  bool held = false;  // prompt tokens found in the prefix cache at first admission; -1 before
+  bool held = false;
+  // Tokens proposed to follow `tokens` (speculative decoding), set before a step: a
+  // sequence that decodes computes them with its last token, and they join
+  // `tokens` only as far as the step verifies them.
+  std::vector<TokenId> draft;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -168,6 +168,10 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.String("kv_cache_dtype", &l.kv_cache_dtype));
     RETURN_IF_ERROR(t.Integer("max_queue", &l.max_queue, 1, 1 << 20));
     RETURN_IF_ERROR(t.Number("request_timeout", &l.request_timeout_seconds, 0, 86400));
+    RETURN_IF_ERROR(t.String("speculative", &l.speculative));
+    if (l.speculative.rfind("draft:", 0) == 0) l.speculative = "draft:" + BesideConfig(path, l.speculative.substr(6));
+    RETURN_IF_ERROR(t.Integer("num_speculative_tokens", &l.num_speculative_tokens, 1, 32));
+    RETURN_IF_ERROR(t.Integer("speculative_max_batch", &l.speculative_max_batch, 1, 65536));
   } else if (b->kind == "embedding") {
     EmbeddingBackendOptions& e = b->embedding;
     e.name = b->name;

@@ -88,6 +88,19 @@ void KvCacheManager::Free(SeqId seq) {
   seqs_.erase(it);
 }
 
+void KvCacheManager::Shrink(SeqId seq, int64_t num_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqState& state = it->second;
+  const int64_t bs = options_.block_size;
+  const size_t keep = static_cast<size_t>(std::max<int64_t>(0, (num_tokens + bs - 1) / bs));
+  if (state.blocks.size() <= keep) return;
+  CHECK(state.hashes.size() <= keep) << "a cached block lies past the tokens kept";
+  std::vector<BlockId> tail_first(state.blocks.rbegin(), state.blocks.rend() - keep);
+  pool_.Release(tail_first);
+  state.blocks.resize(keep);
+}
+
 const std::vector<BlockId>& KvCacheManager::BlockTable(SeqId seq) const { return seqs_.at(seq).blocks; }
 
 }  // namespace tachyon

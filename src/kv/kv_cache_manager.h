@@ -65,6 +65,10 @@ class KvCacheManager {
 
   // Returns the sequence's blocks to the pool, tail first.
   void Free(SeqId seq);
+  // Returns the blocks past those that hold tokens [0, num_tokens) to the pool
+  // (speculative positions that were not accepted). Cached blocks are never
+  // past num_tokens: only computed tokens' blocks are cached.
+  void Shrink(SeqId seq, int64_t num_tokens);
 
   bool Has(SeqId seq) const { return seqs_.count(seq) > 0; }
   const std::vector<BlockId>& BlockTable(SeqId seq) const;

@@ -2,6 +2,22 @@
 
 namespace tachyon {
 
+StatusOr<KvType> ParseKvType(const std::string& name, const ModelConfig& config) {
+  KvType type = KvType::kF32;
+  if (name == "f16") {
+    type = KvType::kF16;
+  } else if (name == "q8_0") {
+    type = KvType::kQ8_0;
+  } else if (name != "f32") {
+    return InvalidArgumentError("kv_cache_dtype must be f16, f32 or q8_0, not " + name);
+  }
+  if (type == KvType::kQ8_0 && config.head_dim % 32 != 0) {
+    return InvalidArgumentError("kv_cache_dtype q8_0 needs a head dimension that is a multiple of 32; this model's is " +
+                                std::to_string(config.head_dim));
+  }
+  return type;
+}
+
 KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks, KvType type)
     : block_size_(block_size), num_blocks_(num_blocks), type_(type), k_(config.n_layer), v_(config.n_layer) {
   const size_t bytes = static_cast<size_t>(num_blocks) * block_size * KvRowBytes(type, config.kv_dim());

@@ -4,12 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "kernels/attention.h"
 #include "model/model_config.h"
 
 namespace tachyon {
+
+// "f32", "f16" or "q8_0" (the --kv-cache-dtype flags); q8_0 needs a head
+// dimension that is a multiple of 32.
+StatusOr<KvType> ParseKvType(const std::string& name, const ModelConfig& config);
 
 class KvBuffer {
  public:

@@ -340,14 +340,17 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
     if (out->queue_seconds >= 0) queue_time_->Observe(out->queue_seconds);
     job->num_cached = out->num_cached_tokens;
     const bool want_logprobs = r.num_logprobs >= 0;
-    for (size_t i = 0; want_logprobs && i < out->new_tokens.size() && i < out->logprobs.size(); ++i) {
-      LogprobEntry entry{tokenizer->TokenToPiece(out->new_tokens[i]), out->logprobs[i].logprob, {}};
-      for (const auto& [id, lp] : out->logprobs[i].top) entry.top.emplace_back(tokenizer->TokenToPiece(id), lp);
-      job->logprobs.push_back(std::move(entry));
-    }
     std::string text;
     bool stopped = false;
-    for (TokenId t : out->new_tokens) {
+    // An output carries several tokens when a speculative proposal was accepted;
+    // a stop string ends it wherever it falls.
+    for (size_t i = 0; i < out->new_tokens.size(); ++i) {
+      const TokenId t = out->new_tokens[i];
+      if (want_logprobs && i < out->logprobs.size()) {
+        LogprobEntry entry{tokenizer->TokenToPiece(t), out->logprobs[i].logprob, {}};
+        for (const auto& [id, lp] : out->logprobs[i].top) entry.top.emplace_back(tokenizer->TokenToPiece(id), lp);
+        job->logprobs.push_back(std::move(entry));
+      }
       ++job->num_generated;
       // The end-of-generation token itself is not text.
       if (out->finish_reason == FinishReason::kStop && t == out->new_tokens.back() &&

@@ -86,5 +86,20 @@ TEST(RunTest, SeededSamplingRepeatsAndErrorsAreClear) {
   fs::remove(path);
 }
 
+// `run --speculative ngram` prints what `run` prints, and says what speculation did.
+TEST(RunTest, SpeculativeNgramGivesTheSameText) {
+  std::string dir = ModelsDir();
+  if (!fs::exists(dir + "/stories260K.gguf")) GTEST_SKIP() << dir << " is absent (needs ../shared)";
+  const std::string cmd = "run --model " + dir + "/stories260K.gguf -p 'Once upon a time' -n 200";
+  CommandResult plain = RunTachyon(cmd + " --temp 0"), spec = RunTachyon(cmd + " --temp 0 --speculative ngram");
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(spec.out, plain.out);
+  EXPECT_NE(spec.err.find("speculative (ngram):"), std::string::npos) << spec.err;
+  EXPECT_EQ(plain.err.find("speculative"), std::string::npos);
+  CommandResult sampled = RunTachyon(cmd + " --temp 0.8 --seed 5 --speculative ngram --print-ids --ignore-eos");
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
+  EXPECT_EQ(std::count(sampled.out.begin(), sampled.out.end(), ' ') + 1, 200) << sampled.out;
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

@@ -260,5 +260,75 @@ TEST(ServeKeyTest, OriginsHostsAndCors) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// Speculative decoding through the real binary: the same text as without it
+// (`tachyon run`, whole and streamed), its counters on /metrics, and a request
+// that opts out proposes nothing.
+TEST(ServeSpeculativeTest, NgramGivesTheSameTextAndCountsItsWork) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  if (!fs::exists(StoriesModel())) GTEST_SKIP() << StoriesModel() << " is absent (needs ../shared)";
+  ServerProcess server({"--model", StoriesModel(), "--speculative", "ngram", "--num-speculative-tokens", "5"});
+  ASSERT_TRUE(server.started());
+  auto post = [&](const nlohmann::json& body) {
+    std::string file = ::testing::TempDir() + "/spec_body_" + std::to_string(::getpid()) + ".json";
+    { std::ofstream(file) << body.dump(); }
+    return Curl("-N -X POST -H 'Content-Type: application/json' --data-binary @" + file + " " + server.url() +
+                "/v1/completions");
+  };
+  auto counter = [&](const std::string& name) {
+    const std::string metrics = Curl(server.url() + "/metrics");
+    const std::string key = name + "{model_name=\"stories260K\",backend=\"local\"} ";
+    const size_t at = metrics.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + key.size()));
+  };
+  EXPECT_EQ(counter("tachyon:spec_decode_num_draft_tokens_total"), 0);
+  const nlohmann::json request = {{"prompt", "Once upon a time"}, {"max_tokens", 150}, {"temperature", 0}};
+  auto whole = nlohmann::json::parse(post(request));
+  ASSERT_TRUE(whole.contains("choices")) << whole.dump();
+  const std::string text = whole["choices"][0]["text"];
+  CommandResult run = RunTachyon("run --model " + StoriesModel() + " -p 'Once upon a time' -n 150 --temp 0");
+  EXPECT_EQ("Once upon a time" + text + "\n", run.out);
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 150);
+
+  nlohmann::json streamed_request = request;
+  streamed_request["stream"] = true;
+  bool done = false;
+  std::string streamed;
+  for (const auto& e : SseEvents(post(streamed_request), &done)) streamed += e["choices"][0]["text"].get<std::string>();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(streamed, text);
+
+  const double drafts = counter("tachyon:spec_decode_num_drafts_total");
+  const double proposed = counter("tachyon:spec_decode_num_draft_tokens_total");
+  const double accepted = counter("tachyon:spec_decode_num_accepted_tokens_total");
+  const double emitted = counter("tachyon:spec_decode_num_emitted_tokens_total");
+  EXPECT_GT(accepted, 0);
+  EXPECT_GE(proposed, accepted);
+  EXPECT_EQ(emitted, accepted + drafts);
+  EXPECT_NE(Curl(server.url() + "/metrics").find("tachyon:spec_decode_num_accepted_tokens_per_pos{model_name="
+                                                 "\"stories260K\",backend=\"local\",position=\"4\"}"),
+            std::string::npos);
+
+  nlohmann::json opted_out = request;
+  opted_out["speculative"] = false;
+  auto plain = nlohmann::json::parse(post(opted_out));
+  EXPECT_EQ(plain["choices"][0]["text"], text);
+  EXPECT_EQ(counter("tachyon:spec_decode_num_draft_tokens_total"), proposed) << "an opted-out request proposes nothing";
+  nlohmann::json bad = request;
+  bad["speculative"] = "no";
+  EXPECT_NE(post(bad).find("\"param\":\"speculative\""), std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(ServeSpeculativeTest, BadSpeculativeFlagsAreClearErrors) {
+  CommandResult bad = RunTachyon("serve --speculative eagle --port 0");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("'eagle' is not one of ngram, draft:FILE, off"), std::string::npos) << bad.err;
+  CommandResult missing = RunTachyon("serve --speculative draft:/nonexistent/draft.gguf --port 0");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/draft.gguf"), std::string::npos) << missing.err;
+  CommandResult too_many = RunTachyon("run --model /nonexistent.gguf -p hi --num-speculative-tokens 99");
+  EXPECT_EQ(too_many.exit_code, 1);
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

@@ -16,6 +16,7 @@
 
 #include "engine/draft_proposer.h"
 #include "model/model_gen.h"
+#include "model/model_quantize.h"
 #include "tokenizer/vocab.h"
 
 namespace tachyon {
@@ -406,27 +407,6 @@ TEST(EngineTest, RejectedProposalsNeverReachThePrefixCache) {
   EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks());
 }
 
-TEST(EngineTest, Stories260KSpeculationKeepsGreedyOutput) {
-  const std::string path = Stories260KPath();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
-  auto model = std::move(Model::Load(path)).value();
-  const std::vector<std::vector<TokenId>> prompts = Stories260KPrompts();
-  auto plain = RunAll(*model, Options(256, 1024, true), prompts, 60);
-  SpeculativeStats stats;
-  auto spec = RunAll(*model, Options(256, 1024, true), prompts, 60, nullptr, nullptr, Speculate::kNgram, &stats);
-  EXPECT_EQ(spec, plain);
-  auto chunked = RunAll(*model, Options(256, 5, true), prompts, 60, nullptr, nullptr, Speculate::kNgram);
-  EXPECT_EQ(chunked, plain);
-  int preemptions = 0;
-  auto tight = RunAll(*model, Options(16, 1024, true), prompts, 60, &preemptions, nullptr, Speculate::kNgram);
-  EXPECT_EQ(tight, plain);
-  EXPECT_GT(preemptions, 0);
-  EXPECT_GT(stats.num_accepted_tokens, 0);
-  std::printf("stories260K, 8 sequences: %lld proposed, %lld accepted\n",
-              static_cast<long long>(stats.num_draft_tokens), static_cast<long long>(stats.num_accepted_tokens));
-}
-
-
 // A generated model file of the tiny shape (or its qwen2 variant) under a temporary name.
 std::string GenerateTiny(const std::string& name, GgmlType type, uint64_t seed, bool qwen2 = false) {
   std::string path = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid()) + ".gguf";
@@ -469,6 +449,42 @@ std::map<int64_t, std::vector<int32_t>> RunWithDraft(const Model& target, const 
   EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks());
   return out;
 }
+
+// Speculation on a trained model: n-gram proposals and a Q8_0 copy as draft.
+TEST(EngineTest, Stories260KSpeculationKeepsGreedyOutput) {
+  const std::string path = Stories260KPath();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (needs ../shared)";
+  auto model = std::move(Model::Load(path)).value();
+  const std::vector<std::vector<TokenId>> prompts = Stories260KPrompts();
+  auto plain = RunAll(*model, Options(256, 1024, true), prompts, 60);
+  SpeculativeStats stats;
+  auto spec = RunAll(*model, Options(256, 1024, true), prompts, 60, nullptr, nullptr, Speculate::kNgram, &stats);
+  EXPECT_EQ(spec, plain);
+  auto chunked = RunAll(*model, Options(256, 5, true), prompts, 60, nullptr, nullptr, Speculate::kNgram);
+  EXPECT_EQ(chunked, plain);
+  int preemptions = 0;
+  auto tight = RunAll(*model, Options(16, 1024, true), prompts, 60, &preemptions, nullptr, Speculate::kNgram);
+  EXPECT_EQ(tight, plain);
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(stats.num_accepted_tokens, 0);
+  std::printf("stories260K, 8 sequences: %lld proposed, %lld accepted\n",
+              static_cast<long long>(stats.num_draft_tokens), static_cast<long long>(stats.num_accepted_tokens));
+  // A draft: the same model in Q8_0.
+  const std::string draft = ::testing::TempDir() + "/stories260K_q8_0_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(QuantizeModel(path, draft, PureScheme(GgmlType::kQ8_0), 2).ok());
+  SpeculativeStats draft_stats;
+  auto options = [](int num_blocks, int64_t budget) {
+    EngineOptions o = Options(num_blocks, budget, true);
+    o.scheduler.max_model_len = 512;  // stories260K's context (the draft's too)
+    return o;
+  };
+  EXPECT_EQ(RunWithDraft(*model, draft, options(256, 1024), prompts, 60, &draft_stats), plain);
+  EXPECT_EQ(RunWithDraft(*model, draft, options(256, 5), prompts, 60, &draft_stats), plain) << "chunked";
+  EXPECT_EQ(RunWithDraft(*model, draft, options(16, 1024), prompts, 60, &draft_stats), plain) << "preempted";
+  EXPECT_GT(draft_stats.num_accepted_tokens, draft_stats.num_draft_tokens / 2);
+  std::filesystem::remove(draft);
+}
+
 
 // A draft model proposes; the output is the target's. The same random weights
 // quantized to Q4_0 agree with the Q8_0 target often (random weights are

@@ -22,12 +22,16 @@ void NgramProposer::ProposeOne(std::span<const TokenId> tokens, int max_tokens, 
   if (max_tokens <= 0) return;
   for (int64_t n = std::min<int64_t>(max_n_, len - 1); n >= min_n_; --n) {
     const TokenId* suffix = tokens.data() + len - n;
-    // Earlier occurrences start at j < len - n, the most recent first; what
-    // follows one may run into the suffix itself (a loop repeats).
+    // Earlier occurrences start at j < len - n, the most recent first. What
+    // follows one may run past the end into the proposal itself: a loop of
+    // period len - n - j repeats (copying from the sequence extended by the
+    // proposal continues it).
     for (int64_t j = len - n - 1; j >= 0; --j) {
       if (tokens[j + n - 1] != suffix[n - 1] || !std::equal(suffix, suffix + n - 1, tokens.data() + j)) continue;
-      const int64_t end = std::min<int64_t>(len, j + n + max_tokens);
-      draft->insert(draft->end(), tokens.begin() + j + n, tokens.begin() + end);
+      const size_t first = draft->size();
+      for (int64_t i = j + n; i < j + n + max_tokens; ++i) {
+        draft->push_back(i < len ? tokens[i] : (*draft)[first + (i - len)]);
+      }
       return;
     }
   }

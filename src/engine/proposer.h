@@ -33,8 +33,9 @@ class Proposer {
 
 // Prompt lookup: the longest suffix of the last n tokens (n from max_n down to
 // min_n) that occurred earlier in the sequence, most recent occurrence first,
-// and the tokens that followed it. Free to compute; pays on text that quotes
-// or repeats itself (code edits, extraction, loops).
+// and the tokens that followed it (a loop continued past the end: after
+// "a b c a b c a b" it proposes "c a b c"). Free to compute; pays on text that
+// quotes or repeats itself (code edits, extraction, loops).
 class NgramProposer : public Proposer {
  public:
   NgramProposer(int min_n, int max_n);

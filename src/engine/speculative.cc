@@ -91,9 +91,12 @@ void SpeculationControl::Record(int64_t proposed, int64_t accepted) {
     k_ = std::max(1, k_ / 2);
   }
   if (acceptance_ < kMinAcceptance) {
-    paused_ = kPauseSteps;
+    paused_ = next_pause_;
+    next_pause_ = std::min(2 * next_pause_, kMaxPauseSteps);
     acceptance_ = 0.5;  // the next try starts from an even guess
     k_ = std::max(1, max_tokens_ / 2);
+  } else if (2 * accepted >= proposed) {
+    next_pause_ = kPauseSteps;  // it pays again: a later slump pauses briefly first
   }
 }
 

@@ -60,9 +60,10 @@ TokenId DrawExcluding(const Sampler::Distribution& dist, int32_t token, double u
 
 // How many tokens a sequence proposes, from how many of its recent proposals
 // were accepted: all accepted grows the proposal by one, none halves it, and
-// an acceptance rate that stays low turns proposing off for a while (then it
-// tries again: a random-weight or creative continuation may fall into a loop
-// later).
+// an acceptance rate that stays low turns proposing off for a while, then it
+// tries again (a creative continuation may fall into a loop or quote its
+// prompt later); each pause that follows a failed try is twice as long, up to
+// kMaxPauseSteps, so a proposer that never agrees costs next to nothing.
 class SpeculationControl {
  public:
   // adaptive false: always max_tokens.
@@ -72,7 +73,8 @@ class SpeculationControl {
   void Record(int64_t proposed, int64_t accepted);
 
   static constexpr double kMinAcceptance = 0.15;  // below: pause
-  static constexpr int kPauseSteps = 16;
+  static constexpr int kPauseSteps = 16;           // the first pause
+  static constexpr int kMaxPauseSteps = 512;
 
  private:
   int max_tokens_;
@@ -80,6 +82,7 @@ class SpeculationControl {
   int k_;
   double acceptance_ = 0.5;  // exponential moving average of accepted / proposed
   int paused_ = 0;
+  int next_pause_ = kPauseSteps;
 };
 
 }  // namespace tachyon

@@ -31,11 +31,13 @@ TEST(NgramProposerTest, ProposesWhatFollowedTheLongestMostRecentMatch) {
   NgramProposer p(1, 3);
   // Suffix "2 3" occurred at 1..2 and 5..6: the most recent one's continuation.
   EXPECT_EQ(Propose(p, {1, 2, 3, 4, 9, 2, 3, 7, 8, 2, 3}, 3), Ids({7, 8, 2}));
+  EXPECT_EQ(Propose(p, {1, 2, 3, 4, 9, 2, 3, 7, 8, 2, 3}, 5), Ids({7, 8, 2, 3, 7})) << "then the loop it makes";
   // The 3-gram "5 2 3" beats the more recent 2-gram "2 3".
   EXPECT_EQ(Propose(p, {5, 2, 3, 4, 4, 6, 2, 3, 8, 5, 2, 3}, 2), Ids({4, 4}));
-  // A loop: the continuation runs into the suffix itself.
-  EXPECT_EQ(Propose(p, {1, 2, 1, 2}, 4), Ids({1, 2}));
-  EXPECT_EQ(Propose(p, {7, 7, 7}, 5), Ids({7}));
+  // A loop: the continuation runs into the suffix and on into the proposal.
+  EXPECT_EQ(Propose(p, {1, 2, 1, 2}, 4), Ids({1, 2, 1, 2}));
+  EXPECT_EQ(Propose(p, {7, 7, 7}, 5), Ids({7, 7, 7, 7, 7}));
+  EXPECT_EQ(Propose(p, {4, 1, 2, 3, 1, 2, 3, 1, 2}, 5), Ids({3, 1, 2, 3, 1}));
   // Nothing matches, nothing is proposed; k caps it.
   EXPECT_TRUE(Propose(p, {1, 2, 3, 4}, 4).empty());
   EXPECT_EQ(Propose(p, {1, 2, 3, 4, 5, 1}, 2), Ids({2, 3}));
@@ -227,10 +229,27 @@ TEST(SpeculationControlTest, GrowsShrinksAndPauses) {
   EXPECT_EQ(c.Budget(), 3);
   // Acceptance that stays low pauses proposing, then it tries again.
   for (int i = 0; i < 4; ++i) c.Record(1, 0);
-  int paused = 0;
-  while (c.Budget() == 0 && paused < 100) ++paused;
-  EXPECT_EQ(paused, SpeculationControl::kPauseSteps);
+  auto pause = [&] {
+    int steps = 0;
+    while (c.Budget() == 0 && steps < 10000) ++steps;
+    return steps;
+  };
+  EXPECT_EQ(pause(), SpeculationControl::kPauseSteps);
   EXPECT_GT(c.Budget(), 0) << "proposing resumes after a pause";
+  // Failed tries pause twice as long each time, up to the cap.
+  int last = SpeculationControl::kPauseSteps;
+  for (int round = 0; round < 8; ++round) {
+    while (c.Budget() > 0) c.Record(1, 0);
+    const int steps = pause() + 1;  // the Budget() call that ended the loop above was a paused step
+    EXPECT_EQ(steps, std::min(2 * last, SpeculationControl::kMaxPauseSteps)) << "round " << round;
+    last = steps;
+  }
+  // A try that pays resets the pause.
+  while (c.Budget() > 0) c.Record(1, 0);
+  pause();
+  c.Record(2, 2);
+  for (int i = 0; i < 6; ++i) c.Record(1, 0);
+  EXPECT_EQ(pause(), SpeculationControl::kPauseSteps);
 }
 
 TEST(SpeculativeOptionsTest, ParsesModes) {

@@ -1,0 +1,197 @@
+// The Jinja interpreter: the 15 real templates of ../shared/fixtures/chat-templates
+// against the prompts Python's jinja2 renders (every .txt byte for byte, every
+// .error refused with its message), then the language's corners one by one.
+#include "tokenizer/jinja.h"
+
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace tachyon::jinja {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ChatTemplatesDir() {
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/chat-templates";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The fixture's clock: 2026-12-01 09:30:00 UTC.
+int64_t FixtureNow() {
+  std::tm tm{};
+  tm.tm_year = 2026 - 1900;
+  tm.tm_mon = 11;
+  tm.tm_mday = 1;
+  tm.tm_hour = 9;
+  tm.tm_min = 30;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+// bos_token / eos_token of each template's model (the fixture's README).
+std::pair<std::string, std::string> SpecialTokens(const std::string& name) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  if (starts("meta-llama") || starts("meetkai")) return {"<|begin_of_text|>", "<|eot_id|>"};
+  if (starts("NousResearch")) return {"<|begin_of_text|>", "<|im_end|>"};
+  if (starts("Qwen")) return {"", "<|im_end|>"};
+  if (starts("mistralai")) return {"<s>", "</s>"};
+  if (starts("microsoft")) return {"<s>", "<|endoftext|>"};
+  if (starts("google")) return {"<bos>", "<eos>"};
+  if (starts("deepseek")) return {"<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                  "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
+  if (starts("CohereForAI")) return {"<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"};
+  ADD_FAILURE() << "no special tokens known for " << name;
+  return {};
+}
+
+TEST(JinjaFixtureTest, EveryRealTemplateRendersAsJinja2Does) {
+  const std::string dir = ChatTemplatesDir();
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
+  std::vector<nlohmann::ordered_json> conversations;
+  {
+    std::ifstream in(dir + "/conversations.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) conversations.push_back(nlohmann::ordered_json::parse(line));
+    }
+  }
+  ASSERT_EQ(conversations.size(), 12u);
+  int rendered = 0, refused = 0;
+  for (const auto& entry : fs::directory_iterator(dir + "/templates")) {
+    const std::string name = entry.path().stem().string();
+    auto parsed = Template::Parse(ReadFile(entry.path().string()));
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().message();
+    const auto [bos, eos] = SpecialTokens(name);
+    for (const auto& c : conversations) {
+      const std::string id = c["id"];
+      Value context = Value::MakeDict();
+      context.dict().Set("messages", Value::FromJson(c["messages"]));
+      if (c.contains("tools")) context.dict().Set("tools", Value::FromJson(c["tools"]));
+      context.dict().Set("add_generation_prompt", Value(c.value("add_generation_prompt", true)));
+      context.dict().Set("bos_token", Value(bos));
+      context.dict().Set("eos_token", Value(eos));
+      StatusOr<std::string> out = parsed->Render(context, FixtureNow());
+      const std::string expected_path = dir + "/expected/" + name + "." + id;
+      if (fs::exists(expected_path + ".txt")) {
+        ASSERT_TRUE(out.ok()) << name << " / " << id << ": " << out.status().message();
+        EXPECT_EQ(*out, ReadFile(expected_path + ".txt")) << name << " / " << id;
+        ++rendered;
+      } else {
+        ASSERT_TRUE(fs::exists(expected_path + ".error")) << expected_path;
+        ASSERT_FALSE(out.ok()) << name << " / " << id << " should be refused, rendered:\n" << *out;
+        EXPECT_EQ(out.status().message(), ReadFile(expected_path + ".error")) << name << " / " << id;
+        ++refused;
+      }
+    }
+  }
+  EXPECT_EQ(rendered + refused, 15 * 12);
+  std::printf("%d prompts rendered byte for byte, %d refusals with jinja2's message\n", rendered, refused);
+}
+
+std::string Render(const std::string& source, const std::string& json = "{}") {
+  auto t = Template::Parse(source);
+  if (!t.ok()) return "parse error: " + t.status().message();
+  auto out = t->Render(Value::FromJson(nlohmann::ordered_json::parse(json)));
+  return out.ok() ? *out : "error: " + out.status().message();
+}
+
+TEST(JinjaTest, WhitespaceControlAsHuggingFaceConfiguresIt) {
+  // trim_blocks: the newline after a block tag goes; lstrip_blocks: indentation before one goes.
+  EXPECT_EQ(Render("{% if true %}\n  yes\n{% endif %}\nafter"), "  yes\nafter");
+  EXPECT_EQ(Render("    {% if true %}x{% endif %}"), "x");
+  EXPECT_EQ(Render("a   {% if true %}x{% endif %}"), "a   x") << "not at a line's start: kept";
+  EXPECT_EQ(Render("a  {{- 'b' -}}  c"), "abc");
+  EXPECT_EQ(Render("{{ 'x' }}\n"), "x\n") << "no trimming after an expression";
+  EXPECT_EQ(Render("a\n  {%- if true %}\nb{% endif %}"), "ab");
+  EXPECT_EQ(Render("  {%+ if true %}x{% endif %}"), "  x") << "'+' keeps the indentation";
+  EXPECT_EQ(Render("{# a comment #}\nx"), "x");
+}
+
+TEST(JinjaTest, PythonSemantics) {
+  EXPECT_EQ(Render("{{ [1, 'a', none, true, 2.5, {'k': [1]}] }}"), "[1, 'a', None, True, 2.5, {'k': [1]}]");
+  EXPECT_EQ(Render("{{ {'a': 'é', 'b': \"it's\", 'c': 1.0, 'd': none}|tojson }}"),
+               "{\"a\": \"é\", \"b\": \"it's\", \"c\": 1.0, \"d\": null}");
+  EXPECT_EQ(Render("{{ {'a': [1, 2], 'b': {}}|tojson(indent=2) }}"), "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": {}\n}");
+  EXPECT_EQ(Render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 0.1 + 0.2 }}"),
+            "3 -4 2 3.5 1024 0.30000000000000004");
+  EXPECT_EQ(Render("{{ 'ab' * 3 }} {{ [1] + [2] }} {{ 'x' ~ 1 ~ none }}"), "ababab [1, 2] x1None");
+  EXPECT_EQ(Render("{{ '  hi  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a b  c'.split() }}"),
+            "hi|['a', 'b', '', 'c']|['a', 'b', 'c']");
+  EXPECT_EQ(Render("{{ 'héllo'|length }} {{ 'héllo'[1] }} {{ 'héllo'[::-1] }} {{ [1,2,3,4][1:3] }}"),
+            "5 é olléh [2, 3]");
+  EXPECT_EQ(Render("{{ 1 == 1.0 }} {{ 'a' in 'cat' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ x is defined }}"),
+            "True True True True False");
+  EXPECT_EQ(Render("{{ 'x' + 1 }}"), "error: TypeError: can only concatenate str (not \"int\") to str");
+  EXPECT_EQ(Render("{{ 'x' + y }}"), "error: UndefinedError: 'y' is undefined");
+  EXPECT_EQ(Render("{{ 'x' + m.role }}", R"({"m": {}})"),
+            "error: UndefinedError: 'dict object' has no attribute 'role'");
+  EXPECT_EQ(Render("{{ m.role }}|{{ m.role.x if false else 'ok' }}", R"({"m": {}})"), "|ok");
+  EXPECT_EQ(Render("{{ 1 < 'a' }}"), "error: TypeError: '<' not supported between instances of 'int' and 'str'");
+}
+
+TEST(JinjaTest, StatementsLoopsMacrosAndNamespaces) {
+  EXPECT_EQ(Render("{% for x in [1, 2, 3] if x != 2 %}{{ loop.index }}:{{ x }}{% if not loop.last %},{% endif %}"
+                   "{% endfor %}"),
+            "1:1,2:3");
+  EXPECT_EQ(Render("{% for k, v in {'a': 1, 'b': 2}|items %}{{ k }}={{ v }};{% endfor %}"), "a=1;b=2;");
+  EXPECT_EQ(Render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
+  EXPECT_EQ(Render("{% for x in range(10) %}{% if x == 3 %}{% break %}{% endif %}{% if x == 1 %}{% continue %}"
+                   "{% endif %}{{ x }}{% endfor %}"),
+            "02");
+  EXPECT_EQ(Render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1")
+      << "a loop's set does not leak";
+  EXPECT_EQ(Render("{% set ns = namespace(n=0) %}{% for i in [1, 2, 3] %}{% set ns.n = ns.n + i %}{% endfor %}"
+                   "{{ ns.n }}"),
+            "6");
+  EXPECT_EQ(Render("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+                   "{{ greet('A') }} {{ greet('B', punct='?') }}"),
+            "Hi A! Hi B?");
+  EXPECT_EQ(Render("{{ m|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}",
+                   R"({"m": [{"role": "user", "content": "a"}, {"role": "x", "content": "b"},
+                             {"role": "user", "content": "c"}]})"),
+            "a, c");
+  EXPECT_EQ(Render("{{ x|default('d') }} {{ none|string }} {{ '5'|int + 1 }} {{ [3, 1, 3]|unique|list }}"),
+            "d None 6 [3, 1]");
+  EXPECT_EQ(Render("{% set s %}block {{ 1 }}{% endset %}[{{ s }}]"), "[block 1]");
+  EXPECT_EQ(Render("{{ raise_exception('no system role') }}"), "error: TemplateError: no system role");
+  // Markup (|safe) + a plain string escapes the plain one, as markupsafe does.
+  EXPECT_EQ(Render("{{ 'a'|safe + '<\"b\">' }} {{ '<x>' ~ ('y'|safe) }} {{ 'c' + 'd' }}"), "a&lt;&#34;b&#34;&gt; <x>y cd");
+  EXPECT_EQ(Render("{{ 'a\\nb' }}{{ \"\\u00e9\" }}"), "a\nbé");
+}
+
+TEST(JinjaTest, ErrorsNameTheLineAndColumn) {
+  EXPECT_EQ(Render("line one\n{% if x %}\nno end"), "parse error: template line 3, column 7: expected 'endif', found end of template");
+  EXPECT_NE(Render("{{ 1 + }}").find("template line 1, column 8: unexpected end of tag"), std::string::npos)
+      << Render("{{ 1 + }}");
+  EXPECT_NE(Render("a\n  {% frobnicate %}").find("template line 2, column 6: unknown statement 'frobnicate'"),
+            std::string::npos)
+      << Render("a\n  {% frobnicate %}");
+  EXPECT_NE(Render("{{ 'open").find("unclosed '{{'"), std::string::npos);
+  EXPECT_EQ(Render("{{ x|nope }}"), "error: TemplateAssertionError: No filter named 'nope'.");
+}
+
+TEST(JinjaTest, WorkIsBounded) {
+  // 10^10 iterations: refused by the step budget, not run.
+  EXPECT_EQ(Render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+            "error: TemplateError: the template ran past its step budget");
+  EXPECT_EQ(Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+            "error: TemplateError: macro calls nested too deep");
+  EXPECT_EQ(Render("{% set s = 'x' * 1000 %}{% for i in range(100000) %}{{ s }}{% endfor %}"),
+            "error: TemplateError: the template's output passed its size limit");
+  EXPECT_EQ(Render("{{ 'x' * 100000000 }}"), "error: TemplateError: a repeated string passed the output size limit");
+  std::string deep(5000, '(');
+  EXPECT_NE(Render("{{ " + deep + " }}").find("parse error"), std::string::npos) << "nesting is bounded when parsing";
+}
+
+}  // namespace
+}  // namespace tachyon::jinja

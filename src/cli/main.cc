@@ -9,6 +9,7 @@
 #include "cli/model_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
+#include "cli/template_command.h"
 #include "cli/tokenize_command.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tachyon::cli::AddModelCommand(app, &exit_code);
   tachyon::cli::AddTokenizeCommand(app, &exit_code);
+  tachyon::cli::AddTemplateCommand(app, &exit_code);
   tachyon::cli::AddEmbedCommand(app, &exit_code);
   tachyon::cli::AddCacheCommand(app, &exit_code);
   tachyon::cli::AddRouterCommand(app, &exit_code);

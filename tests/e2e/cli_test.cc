@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
@@ -329,6 +330,56 @@ TEST(CliTest, RouterTrainAndEval) {
   EXPECT_NE(broken.err.find("not a router model"), std::string::npos) << broken.err;
   std::remove(examples.c_str());
   std::remove(model.c_str());
+}
+
+// `tachyon template render` reproduces Python's jinja2 on the real templates: a
+// .txt prompt byte for byte on stdout, or exit 1 with the .error message on stderr.
+TEST(CliTest, TemplateRenderMatchesJinja2) {
+  const std::string dir = SharedDir() + "/fixtures/chat-templates";
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
+  std::ifstream conversations(dir + "/conversations.jsonl");
+  std::string line;
+  int checked = 0;
+  const std::vector<std::pair<std::string, std::string>> templates = {
+      {"Qwen-Qwen2.5-7B-Instruct", "--eos-token '<|im_end|>'"},
+      {"google-gemma-2-2b-it", "--bos-token '<bos>' --eos-token '<eos>'"},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "--bos-token '<s>' --eos-token '</s>'"},
+  };
+  while (std::getline(conversations, line)) {
+    const std::string id = nlohmann::json::parse(line)["id"];
+    const std::string file = ::testing::TempDir() + "/conversation_" + std::to_string(::getpid()) + ".json";
+    std::ofstream(file) << line;
+    for (const auto& [name, tokens] : templates) {
+      CommandResult r = RunTachyon("template render --template " + dir + "/templates/" + name +
+                                   ".jinja --conversation " + file + " " + tokens);
+      const std::string expected = dir + "/expected/" + name + "." + id;
+      std::ifstream txt(expected + ".txt"), error(expected + ".error");
+      std::stringstream want;
+      if (txt) {
+        want << txt.rdbuf();
+        EXPECT_EQ(r.exit_code, 0) << name << " / " << id << ": " << r.err;
+        EXPECT_EQ(r.out, want.str()) << name << " / " << id;
+      } else {
+        want << error.rdbuf();
+        EXPECT_EQ(r.exit_code, 1) << name << " / " << id;
+        EXPECT_EQ(r.err, want.str() + "\n") << name << " / " << id;
+        EXPECT_TRUE(r.out.empty());
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 36);
+  CommandResult no_template = RunTachyon("template render --model " + SharedDir() +
+                                         "/fixtures/models/stories260K.gguf --conversation /nonexistent.json");
+  EXPECT_EQ(no_template.exit_code, 1);
+  EXPECT_NE(no_template.err.find("has no chat template"), std::string::npos) << no_template.err;
+  const std::string bad = ::testing::TempDir() + "/bad_template_" + std::to_string(::getpid()) + ".jinja";
+  std::ofstream(bad) << "{% for m in messages %}\n{{ m.content }";
+  std::ofstream(::testing::TempDir() + "/c1.json") << R"({"messages": [{"role": "user", "content": "hi"}]})";
+  CommandResult parse_error = RunTachyon("template render --template " + bad + " --conversation " +
+                                         ::testing::TempDir() + "/c1.json");
+  EXPECT_EQ(parse_error.exit_code, 1);
+  EXPECT_NE(parse_error.err.find("template line 2, column 1: unclosed '{{'"), std::string::npos) << parse_error.err;
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
   StatusOr<ChatTemplate> chat = ChatTemplate::ForModel(b->model_->file(), options.chat_template);
   if (chat.ok()) {
     b->chat_template_ = *chat;
+    b->chat_template_note_ = chat->note();
   } else if (!options.chat_template.empty()) {
     return chat.status();
   } else {

@@ -24,7 +24,7 @@ struct LocalBackendOptions {
   std::string name = "local";
   std::string model_path;
   std::string served_model_name;  // default: the file's stem
-  std::string chat_template;      // a family name instead of the model's own; "" for the model's
+  std::string chat_template;      // a family name or a .jinja file instead of the model's own; "" for the model's
   int threads = 1;
   int block_size = 16;
   uint64_t kv_cache_memory = 0;   // bytes; 0: max_num_seqs full-length sequences, at most 2 GiB
@@ -59,6 +59,8 @@ class LocalBackend : public Backend {
   std::string Describe() const;
   // Why chat requests are refused, or "" when the model has a chat template.
   const std::string& chat_disabled_reason() const { return chat_disabled_reason_; }
+  // How chat prompts are rendered (the model's Jinja template, a file, or a built-in renderer and why).
+  const std::string& chat_template_note() const { return chat_template_note_; }
 
   struct Job;
 
@@ -71,6 +73,7 @@ class LocalBackend : public Backend {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   std::string chat_disabled_reason_;
+  std::string chat_template_note_;
   int64_t max_model_len_ = 0;
   int num_blocks_ = 0;
   uint64_t bytes_per_block_ = 0;

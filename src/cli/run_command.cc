@@ -212,8 +212,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", flags->threads, "Worker threads (default: physical cores)")->capture_default_str();
   cmd->add_flag("--chat", flags->chat, "Send the prompt as a user message through the model's chat template");
   cmd->add_option("--chat-template", flags->chat_template,
-                  "With --chat: template family instead of the model's (chatml, llama3, llama2, mistral, "
-                  "mistral-v7, phi3, gemma, deepseek, deepseek3, zephyr)");
+                  "With --chat: a Jinja template file (FILE.jinja) or a built-in renderer (chatml, llama3, llama2, "
+                  "mistral, mistral-v7, phi3, gemma, deepseek, deepseek3, zephyr) instead of the model's own");
   cmd->add_option("--system", flags->system, "With --chat: a system message");
   cmd->add_flag("--print-ids", flags->print_ids, "Print the generated token ids (one line) instead of text");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop at end-of-generation tokens: generate exactly -n");

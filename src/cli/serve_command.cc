@@ -125,6 +125,9 @@ StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsR
   }
   StatusOr<std::unique_ptr<LocalBackend>> backend = LocalBackend::Create(options, metrics);
   if (!backend.ok()) return backend.status();
+  if (!(*backend)->chat_template_note().empty()) {
+    std::fprintf(stderr, "tachyon serve: chat prompts: %s\n", (*backend)->chat_template_note().c_str());
+  }
   if (!(*backend)->chat_disabled_reason().empty()) {
     std::fprintf(stderr, "tachyon serve: chat requests are disabled: %s\n",
                  (*backend)->chat_disabled_reason().c_str());
@@ -354,8 +357,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   flags->engine_options.push_back(
       cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)"));
   flags->engine_options.push_back(cmd->add_option("--chat-template", flags->chat_template,
-                  "Chat template family instead of the model's (chatml, llama3, llama2, mistral, mistral-v7, phi3, "
-                  "gemma, deepseek, deepseek3, zephyr)"));
+                  "A Jinja template file (FILE.jinja) or a built-in renderer (chatml, llama3, llama2, mistral, "
+                  "mistral-v7, phi3, gemma, deepseek, deepseek3, zephyr) instead of the model's own template"));
   flags->engine_options.push_back(
       cmd->add_option("--threads", flags->threads, "Compute threads")->capture_default_str());
   flags->engine_options.push_back(

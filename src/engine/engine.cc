@@ -58,8 +58,10 @@ Status Engine::Add(Request request) {
   active_.emplace(id, Active{.request = std::move(request),
                              .sampler = std::move(sampler),
                              .added = std::chrono::steady_clock::now(),
-                             .speculation = SpeculationControl(options_.speculative.num_tokens,
-                                                               options_.speculative.adaptive)});
+                             .speculation = SpeculationControl(
+                                 options_.speculative.num_tokens, options_.speculative.adaptive,
+                                 proposer_ && !proposer_->costly() ? SpeculationControl::kPauseSteps
+                                                                   : SpeculationControl::kMaxPauseSteps)});
   return Status::Ok();
 }
 

@@ -29,6 +29,9 @@ class Proposer {
   virtual void Propose(std::span<const Query> queries, ThreadPool& pool) = 0;
   // The sequence is gone: drop whatever is kept for it.
   virtual void Forget(SeqId) {}
+  // Whether proposing costs real time (a model runs), so that a proposer that
+  // keeps failing should pause longer and longer (SpeculationControl).
+  virtual bool costly() const { return true; }
 };
 
 // Prompt lookup: the longest suffix of the last n tokens (n from max_n down to
@@ -40,6 +43,7 @@ class NgramProposer : public Proposer {
  public:
   NgramProposer(int min_n, int max_n);
   void Propose(std::span<const Query> queries, ThreadPool& pool) override;
+  bool costly() const override { return false; }
   // One sequence's proposal (appended to *draft).
   void ProposeOne(std::span<const TokenId> tokens, int max_tokens, std::vector<TokenId>* draft) const;
 

@@ -92,7 +92,7 @@ void SpeculationControl::Record(int64_t proposed, int64_t accepted) {
   }
   if (acceptance_ < kMinAcceptance) {
     paused_ = next_pause_;
-    next_pause_ = std::min(2 * next_pause_, kMaxPauseSteps);
+    next_pause_ = std::min(2 * next_pause_, std::max(kPauseSteps, max_pause_));
     acceptance_ = 0.5;  // the next try starts from an even guess
     k_ = std::max(1, max_tokens_ / 2);
   } else if (2 * accepted >= proposed) {

@@ -62,23 +62,28 @@ TokenId DrawExcluding(const Sampler::Distribution& dist, int32_t token, double u
 // were accepted: all accepted grows the proposal by one, none halves it, and
 // an acceptance rate that stays low turns proposing off for a while, then it
 // tries again (a creative continuation may fall into a loop or quote its
-// prompt later); each pause that follows a failed try is twice as long, up to
-// kMaxPauseSteps, so a proposer that never agrees costs next to nothing.
+// prompt later); for a costly proposer (a draft model) each pause that follows
+// a failed try is twice as long, up to kMaxPauseSteps, so one that never agrees
+// costs little. The n-gram proposer is free and proposes only on a match, so its
+// pauses stay short: a text that starts to loop late is caught.
 class SpeculationControl {
  public:
-  // adaptive false: always max_tokens.
-  SpeculationControl(int max_tokens, bool adaptive) : max_tokens_(max_tokens), adaptive_(adaptive), k_(max_tokens) {}
+  // adaptive false: always max_tokens. max_pause: the longest pause, in steps
+  // (kPauseSteps: pauses never grow; kMaxPauseSteps for a costly proposer).
+  SpeculationControl(int max_tokens, bool adaptive, int max_pause = kMaxPauseSteps)
+      : max_tokens_(max_tokens), adaptive_(adaptive), max_pause_(max_pause), k_(max_tokens) {}
   // Tokens to propose this step (0: none).
   int Budget();
   void Record(int64_t proposed, int64_t accepted);
 
   static constexpr double kMinAcceptance = 0.15;  // below: pause
   static constexpr int kPauseSteps = 16;           // the first pause
-  static constexpr int kMaxPauseSteps = 512;
+  static constexpr int kMaxPauseSteps = 64;
 
  private:
   int max_tokens_;
   bool adaptive_;
+  int max_pause_;
   int k_;
   double acceptance_ = 0.5;  // exponential moving average of accepted / proposed
   int paused_ = 0;

@@ -244,6 +244,14 @@ TEST(SpeculationControlTest, GrowsShrinksAndPauses) {
     EXPECT_EQ(steps, std::min(2 * last, SpeculationControl::kMaxPauseSteps)) << "round " << round;
     last = steps;
   }
+  // A free proposer's pauses do not grow.
+  SpeculationControl free(4, /*adaptive=*/true, SpeculationControl::kPauseSteps);
+  for (int round = 0; round < 3; ++round) {
+    while (free.Budget() > 0) free.Record(1, 0);
+    int steps = 1;
+    while (free.Budget() == 0 && steps < 10000) ++steps;
+    EXPECT_EQ(steps, SpeculationControl::kPauseSteps) << "round " << round;
+  }
   // A try that pays resets the pause.
   while (c.Budget() > 0) c.Record(1, 0);
   pause();

@@ -1,6 +1,11 @@
 #include "tokenizer/chat_template.h"
 
 #include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "tokenizer/vocab.h"
 
 #include <utility>
 
@@ -57,6 +62,7 @@ std::vector<std::string> ChatTemplate::KnownNames() {
 }
 
 std::string_view ChatTemplate::name() const {
+  if (jinja_) return "jinja";
   for (const NamedFamily& f : kFamilies) {
     if (f.family == family_) return f.name;
   }
@@ -94,14 +100,83 @@ StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view t) {
                             "--chat-template with one of: " + known);
 }
 
+StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view source, std::string bos, std::string eos,
+                                               bool strip_leading_bos) {
+  ASSIGN_OR_RETURN(jinja::Template parsed, jinja::Template::Parse(source));
+  ChatTemplate t(ChatTemplateFamily::kChatml, "");
+  t.jinja_ = std::make_shared<const jinja::Template>(std::move(parsed));
+  t.bos_ = std::move(bos);
+  t.eos_ = std::move(eos);
+  t.strip_leading_bos_ = strip_leading_bos;
+  return t;
+}
+
 StatusOr<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_view override_name) {
-  if (!override_name.empty()) return FromName(override_name);
+  StatusOr<Vocab> vocab = Vocab::FromGguf(file);
+  std::string bos, eos;
+  if (vocab.ok() && vocab->bos()) bos = vocab->token(*vocab->bos()).text;
+  if (vocab.ok() && vocab->eos()) eos = vocab->token(*vocab->eos()).text;
+  const bool strip_bos = vocab.ok() && vocab->add_bos();
+  const std::string name(override_name);
+  if (name.size() > 6 && name.compare(name.size() - 6, 6, ".jinja") == 0) {
+    std::ifstream in(name, std::ios::binary);
+    if (!in) return NotFoundError("chat template file " + name + " cannot be read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    StatusOr<ChatTemplate> t = FromJinja(ss.str(), bos, eos, strip_bos);
+    if (!t.ok()) return InvalidArgumentError(name + ": " + t.status().message());
+    t->note_ = "the template file " + name;
+    return t;
+  }
+  if (!override_name.empty()) {
+    ASSIGN_OR_RETURN(ChatTemplate t, FromName(override_name));
+    t.note_ = "the built-in " + name + " renderer (--chat-template)";
+    return t;
+  }
   StatusOr<std::string> text = file.GetString("tokenizer.chat_template");
   if (!text.ok()) {
     return NotFoundError("the model has no chat template (tokenizer.chat_template); pass "
-                         "--chat-template NAME");
+                         "--chat-template NAME or FILE.jinja");
   }
-  return Detect(*text);
+  StatusOr<ChatTemplate> t = FromJinja(*text, bos, eos, strip_bos);
+  if (t.ok()) {
+    t->note_ = "the model's own Jinja template";
+    return t;
+  }
+  // The interpreter cannot run it: the family renderer that matches its markers, said in the log.
+  ASSIGN_OR_RETURN(ChatTemplate family, Detect(*text));
+  family.note_ = "the built-in " + std::string(family.name()) + " renderer (the model's Jinja template: " +
+                 t.status().message() + ")";
+  return family;
+}
+
+StatusOr<std::string> ChatTemplate::RenderJinja(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                                std::vector<std::pair<size_t, size_t>>* content) const {
+  jinja::Value list = jinja::Value(jinja::Value::List{});
+  for (const ChatMessage& m : messages) {
+    jinja::Value message = jinja::Value::MakeDict();
+    message.dict().Set("role", jinja::Value(m.role));
+    message.dict().Set("content", jinja::Value::Literal(m.content));  // text, never markup
+    list.list().push_back(message);
+  }
+  jinja::Value context = jinja::Value::MakeDict();
+  context.dict().Set("messages", list);
+  context.dict().Set("add_generation_prompt", jinja::Value(add_generation_prompt));
+  context.dict().Set("bos_token", jinja::Value(bos_));
+  context.dict().Set("eos_token", jinja::Value(eos_));
+  std::vector<std::pair<size_t, size_t>> ranges;
+  ASSIGN_OR_RETURN(std::string text, jinja_->Render(context, static_cast<int64_t>(std::time(nullptr)), &ranges));
+  if (strip_leading_bos_ && !bos_.empty() && text.compare(0, bos_.size(), bos_) == 0) {
+    text.erase(0, bos_.size());
+    for (auto& [a, b] : ranges) {
+      a = a >= bos_.size() ? a - bos_.size() : 0;
+      b = b >= bos_.size() ? b - bos_.size() : 0;
+    }
+    ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const auto& r) { return r.first == r.second; }),
+                 ranges.end());
+  }
+  if (content != nullptr) content->insert(content->end(), ranges.begin(), ranges.end());
+  return text;
 }
 
 StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
@@ -114,6 +189,7 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
                                   "' is not one of system, user, assistant, tool");
     }
   }
+  if (jinja_) return RenderJinja(messages, add_generation_prompt, content);
   using F = ChatTemplateFamily;
   std::string out;
   // A message's text: appended, and its range noted.

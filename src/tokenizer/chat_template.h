@@ -1,14 +1,18 @@
 // ChatTemplate: renders an OpenAI-style `messages` list into the prompt text a
 // chat model was trained on.
 //
-// Templates are recognized by family from the GGUF's tokenizer.chat_template
-// text (the Jinja source is not executed); `--chat-template NAME` overrides.
-// An unrecognized template is an error, never a silent fallback. The rendered
-// text leaves out the leading BOS (the tokenizer adds it) and must be encoded
-// with parse_special = true, so that markers such as <|im_start|> become their
-// special tokens.
+// The GGUF's tokenizer.chat_template runs in Tachyon's Jinja interpreter
+// (jinja.h) with Hugging Face's variables (messages, add_generation_prompt,
+// bos_token, eos_token). Hand-written family renderers remain for
+// `--chat-template NAME` and as the fallback where the interpreter cannot parse
+// a model's template (ForModel says so in note()); `--chat-template FILE.jinja`
+// runs a template file. The rendered text leaves out the leading BOS (the
+// tokenizer adds it) and must be encoded with parse_special = true, so that
+// markers such as <|im_start|> become their special tokens, and with the
+// content ranges as literal text.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,6 +20,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
+#include "tokenizer/jinja.h"
 
 namespace tachyon {
 
@@ -44,13 +49,23 @@ class ChatTemplate {
   static StatusOr<ChatTemplate> FromName(std::string_view name);
   // Recognizes the family from Jinja template text.
   static StatusOr<ChatTemplate> Detect(std::string_view template_text);
-  // override_name if given, else the file's tokenizer.chat_template.
+  // A Jinja template. strip_leading_bos: a rendered prompt that starts with
+  // `bos` loses it (the tokenizer adds BOS itself).
+  static StatusOr<ChatTemplate> FromJinja(std::string_view source, std::string bos, std::string eos,
+                                          bool strip_leading_bos);
+  // override_name (a family name, or a path ending in .jinja) if given, else
+  // the file's tokenizer.chat_template in the Jinja interpreter, with the
+  // model's BOS and EOS.
   static StatusOr<ChatTemplate> ForModel(const GgufFile& file, std::string_view override_name = "");
 
   static std::vector<std::string> KnownNames();
 
   ChatTemplateFamily family() const { return family_; }
+  // The family's name, or "jinja".
   std::string_view name() const;
+  bool is_jinja() const { return jinja_ != nullptr; }
+  // How the template was chosen, for the log ("the model's Jinja template", or why a family renderer).
+  const std::string& note() const { return note_; }
 
   // Fails on an unknown role or an empty list. `content`, when given, gets the
   // byte ranges of the rendered text that came from the messages (their
@@ -63,9 +78,16 @@ class ChatTemplate {
   ChatTemplate(ChatTemplateFamily family, std::string default_system)
       : family_(family), default_system_(std::move(default_system)) {}
 
+  StatusOr<std::string> RenderJinja(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                    std::vector<std::pair<size_t, size_t>>* content) const;
+
   ChatTemplateFamily family_;
   // Used when the conversation has no system message (Qwen's templates supply one).
   std::string default_system_;
+  std::shared_ptr<const jinja::Template> jinja_;  // set: a Jinja template, family_ unused
+  std::string bos_, eos_;
+  bool strip_leading_bos_ = false;
+  std::string note_;
 };
 
 }  // namespace tachyon

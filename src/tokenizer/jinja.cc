@@ -1312,6 +1312,36 @@ Value Arg(CallArgs& args, size_t index, const char* name, Value otherwise = Valu
   return index < args.positional.size() ? args.positional[index] : otherwise;
 }
 
+// Rendered text and which of its bytes came from literal (content) strings.
+struct Output {
+  std::string text;
+  Value::Ranges literal;
+};
+
+// Appends `v`'s literal ranges, shifted by `offset`, to `ranges` (adjacent ones merged).
+void AddRanges(const Value& v, size_t offset, Value::Ranges* ranges) {
+  if (!v.has_literal()) return;
+  for (const auto& [a, b] : v.literal()) {
+    if (!ranges->empty() && ranges->back().second == a + offset) {
+      ranges->back().second = b + offset;
+    } else {
+      ranges->emplace_back(a + offset, b + offset);
+    }
+  }
+}
+
+// A string derived from a literal one (trimmed, replaced, sliced...) is content as a whole.
+Value Derived(Value result, const Value& from) {
+  if (!result.is_string() || result.has_literal() || result.as_string().empty()) return result;
+  bool tainted = from.has_literal();
+  if (from.is_list()) {
+    for (const Value& item : from.list()) tainted = tainted || item.has_literal();
+  }
+  if (!tainted) return result;
+  const size_t n = result.as_string().size();
+  return Value::WithRanges(result.as_string(), {{0, n}}, result.is_safe());
+}
+
 class Renderer {
  public:
   Renderer(const Options& options, int64_t now) : options_(options), now_(now) {}
@@ -1323,10 +1353,13 @@ class Renderer {
       for (const auto& [k, v] : context.dict().items) frames_[0][k] = v;
     }
     frames_.emplace_back();  // the template's own top level
-    std::string out;
+    Output out;
     Exec(root, &out);
-    return out;
+    literal_ = std::move(out.literal);
+    return std::move(out.text);
   }
+
+  Value::Ranges literal_;  // of the last Render
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -1336,9 +1369,15 @@ class Renderer {
     if (++steps_ > options_.max_steps) Fail("TemplateError", "the template ran past its step budget");
   }
 
-  void Write(std::string* out, const std::string& text) {
-    *out += text;
-    if (out->size() > options_.max_output_bytes) Fail("TemplateError", "the template's output passed its size limit");
+  void Write(Output* out, const std::string& text) {
+    out->text += text;
+    if (out->text.size() > options_.max_output_bytes) {
+      Fail("TemplateError", "the template's output passed its size limit");
+    }
+  }
+  void Write(Output* out, const Value& v) {
+    AddRanges(v, out->text.size(), &out->literal);
+    Write(out, ToStr(v));
   }
 
   const Value* Lookup(const std::string& name) const {
@@ -1355,7 +1394,7 @@ class Renderer {
 
   void Assign(const std::string& name, Value v) { frames_.back()[name] = std::move(v); }
 
-  Flow Exec(const Node& n, std::string* out) {
+  Flow Exec(const Node& n, Output* out) {
     Step();
     switch (n.kind) {
       case Node::Kind::kBody:
@@ -1365,7 +1404,7 @@ class Renderer {
         }
         return Flow::kNormal;
       case Node::Kind::kText: Write(out, n.value.as_string()); return Flow::kNormal;
-      case Node::Kind::kOutput: Write(out, ToStr(Eval(*n.a))); return Flow::kNormal;
+      case Node::Kind::kOutput: Write(out, Eval(*n.a)); return Flow::kNormal;
       case Node::Kind::kIf: {
         for (size_t i = 0; i + 1 < n.children.size(); i += 2) {
           if (Eval(*n.children[i]).Truthy()) return Exec(*n.children[i + 1], out);
@@ -1395,19 +1434,19 @@ class Renderer {
         return Flow::kNormal;
       }
       case Node::Kind::kSetBlock: {
-        std::string captured;
+        Output captured;
         Exec(*n.a, &captured);
-        Assign(n.names[0], Value(std::move(captured)));
+        Assign(n.names[0], Value::WithRanges(std::move(captured.text), std::move(captured.literal)));
         return Flow::kNormal;
       }
       case Node::Kind::kMacro: Assign(n.name, MakeMacro(n)); return Flow::kNormal;
       case Node::Kind::kBreak: return Flow::kBreak;
       case Node::Kind::kContinue: return Flow::kContinue;
-      default: Write(out, ToStr(Eval(n))); return Flow::kNormal;
+      default: Write(out, Eval(n)); return Flow::kNormal;
     }
   }
 
-  Flow ExecFor(const Node& n, std::string* out) {
+  Flow ExecFor(const Node& n, Output* out) {
     std::vector<Value> items = Iterate(Eval(*n.a));
     frames_.emplace_back();
     auto bind = [&](const Value& item) {
@@ -1482,12 +1521,12 @@ class Renderer {
       const size_t saved_floor = floor_;
       floor_ = frames_.size();
       frames_.push_back(std::move(frame));
-      std::string out;
+      Output out;
       Exec(*macro->a, &out);
       frames_.pop_back();
       floor_ = saved_floor;
       --macro_depth_;
-      return Value(std::move(out));
+      return Value::WithRanges(std::move(out.text), std::move(out.literal));
     });
   }
 
@@ -1765,12 +1804,24 @@ class Renderer {
         return d;
       }
       case Node::Kind::kAttr: return GetAttr(Eval(*n.a), n.name);
-      case Node::Kind::kItem: return GetItem(Eval(*n.a), Eval(*n.b));
+      case Node::Kind::kItem: {
+        const Value obj = Eval(*n.a);
+        return obj.is_string() ? Derived(GetItem(obj, Eval(*n.b)), obj) : GetItem(obj, Eval(*n.b));
+      }
       case Node::Kind::kSlice: {
         auto part = [&](size_t i) { return n.children[i] ? Eval(*n.children[i]) : Value::None(); };
-        return Slice(Eval(*n.a), part(0), part(1), part(2));
+        const Value obj = Eval(*n.a);
+        return Derived(Slice(obj, part(0), part(1), part(2)), obj.is_string() ? obj : Value());
       }
       case Node::Kind::kCall: {
+        if (n.a->kind == Node::Kind::kAttr) {  // a method: a literal receiver's result is content
+          const Value receiver = Eval(*n.a->a);
+          const Value fn = GetAttr(receiver, n.a->name);
+          if (fn.is_undefined()) FailUndefined(fn);
+          if (!fn.is_callable()) Fail("TypeError", std::string("'") + fn.TypeName() + "' object is not callable");
+          CallArgs args = EvalArgs(n);
+          return Derived(fn.function()(args), receiver);
+        }
         const Value fn = Eval(*n.a);
         if (fn.is_undefined()) FailUndefined(fn);
         if (!fn.is_callable()) Fail("TypeError", std::string("'") + fn.TypeName() + "' object is not callable");
@@ -1780,7 +1831,7 @@ class Renderer {
       case Node::Kind::kFilter: {
         Value operand = Eval(*n.a);
         CallArgs args = EvalArgs(n);
-        return ApplyFilter(n.name, operand, args);
+        return Derived(ApplyFilter(n.name, operand, args), operand);
       }
       case Node::Kind::kTest: {
         const Value operand = Eval(*n.a);
@@ -1813,7 +1864,13 @@ class Renderer {
   }
 
   Value Binary(const std::string& op, const Value& a, const Value& b) {
-    if (op == "~") return Value(ToStr(a) + ToStr(b));
+    if (op == "~") {
+      Value::Ranges ranges;
+      const std::string left = ToStr(a);
+      AddRanges(a, 0, &ranges);
+      AddRanges(b, left.size(), &ranges);
+      return Value::WithRanges(left + ToStr(b), std::move(ranges));
+    }
     if (op == "==") return Value(Equal(a, b));
     if (op == "!=") return Value(!Equal(a, b));
     if (op == "in" || op == "not in") {
@@ -1843,10 +1900,21 @@ class Renderer {
     if (op == "+") {
       if (a.is_string() || b.is_string()) {
         if (a.is_string() && b.is_string()) {
-          if (!a.is_safe() && !b.is_safe()) return Value(a.as_string() + b.as_string());
-          // Markup + str escapes the str (markupsafe), autoescape or not.
-          return Value::Safe((a.is_safe() ? a.as_string() : Escape(a.as_string())) +
-                             (b.is_safe() ? b.as_string() : Escape(b.as_string())));
+          Value::Ranges ranges;
+          if (!a.is_safe() && !b.is_safe()) {
+            AddRanges(a, 0, &ranges);
+            AddRanges(b, a.as_string().size(), &ranges);
+            return Value::WithRanges(a.as_string() + b.as_string(), std::move(ranges));
+          }
+          // Markup + str escapes the str (markupsafe), autoescape or not; an
+          // escaped literal part stays content as a whole.
+          auto part = [](const Value& v) {
+            return v.is_safe() ? v : Derived(Value(Escape(v.as_string())), v);
+          };
+          const Value left = part(a), right = part(b);
+          AddRanges(left, 0, &ranges);
+          AddRanges(right, left.as_string().size(), &ranges);
+          return Value::WithRanges(left.as_string() + right.as_string(), std::move(ranges), true);
         }
         if (a.is_string()) Fail("TypeError", std::string("can only concatenate str (not \"") + b.TypeName() + "\") to str");
       }
@@ -2040,12 +2108,16 @@ class Renderer {
       const std::string sep = ToStr(Arg(args, 0, "d", Value("")));
       const Value attribute = Arg(args, 1, "attribute");
       std::string out;
+      Value::Ranges ranges;
       bool first = true;
       for (const Value& item : Items(v)) {
-        out += (first ? "" : sep) + ToStr(attribute.is_string() ? Attribute(item, attribute.as_string()) : item);
+        if (!first) out += sep;
+        const Value part = attribute.is_string() ? Attribute(item, attribute.as_string()) : item;
+        AddRanges(part, out.size(), &ranges);
+        out += ToStr(part);
         first = false;
       }
-      return Value(std::move(out));
+      return Value::WithRanges(std::move(out), std::move(ranges));
     }
     if (name == "replace") {
       return Value(Replace(ToStr(v), ToStr(Arg(args, 0, "old")), ToStr(Arg(args, 1, "new")),
@@ -2225,10 +2297,13 @@ StatusOr<Template> Template::Parse(std::string_view source, Options options) {
   }
 }
 
-StatusOr<std::string> Template::Render(const Value& context, int64_t now) const {
+StatusOr<std::string> Template::Render(const Value& context, int64_t now,
+                                       std::vector<std::pair<size_t, size_t>>* content) const {
   Renderer renderer(options_, now);
   try {
-    return renderer.Render(*root_, context);
+    std::string out = renderer.Render(*root_, context);
+    if (content != nullptr) *content = std::move(renderer.literal_);
+    return out;
   } catch (const RenderError& e) {
     return InvalidArgumentError(e.type + ": " + e.message);
   }

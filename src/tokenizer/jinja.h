@@ -90,6 +90,23 @@ class Value {
     return v;
   }
   bool is_safe() const { return safe_; }
+  // Byte ranges of a string that came from a message's content (never markup):
+  // they follow the text through concatenation, filters, macros and output, so
+  // the renderer can say which bytes of the prompt are content.
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  static Value Literal(std::string s) {
+    Value v(std::move(s));
+    if (!v.string_.empty()) v.literal_ = std::make_shared<const Ranges>(Ranges{{0, v.string_.size()}});
+    return v;
+  }
+  static Value WithRanges(std::string s, Ranges ranges, bool safe = false) {
+    Value v(std::move(s));
+    v.safe_ = safe;
+    if (!ranges.empty()) v.literal_ = std::make_shared<const Ranges>(std::move(ranges));
+    return v;
+  }
+  bool has_literal() const { return literal_ != nullptr; }
+  const Ranges& literal() const { return *literal_; }
   // JSON as Python's json.loads gives it (objects keep their key order).
   static Value FromJson(const nlohmann::ordered_json& json);
 
@@ -133,6 +150,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
   bool safe_ = false;  // kString: Markup
+  std::shared_ptr<const Ranges> literal_;  // kString: content ranges, or null
   int64_t int_ = 0;
   double float_ = 0;
   std::string string_;  // kString: the text; kUndefined: the hint; kCallable: the name
@@ -170,7 +188,10 @@ class Template {
   // strftime_now (at `now`, seconds since the epoch, UTC), namespace, range,
   // dict are added. Errors: the template's own refusal or a runtime error, as
   // "TemplateError: ...", "UndefinedError: ...", "TypeError: ...".
-  StatusOr<std::string> Render(const Value& context, int64_t now = 0) const;
+  // content: when given, gets the sorted byte ranges of the prompt that came
+  // from Value::Literal strings of the context.
+  StatusOr<std::string> Render(const Value& context, int64_t now = 0,
+                               std::vector<std::pair<size_t, size_t>>* content = nullptr) const;
 
  private:
   Template(std::shared_ptr<const Node> root, Options options) : root_(std::move(root)), options_(options) {}

@@ -193,5 +193,32 @@ TEST(JinjaTest, WorkIsBounded) {
   EXPECT_NE(Render("{{ " + deep + " }}").find("parse error"), std::string::npos) << "nesting is bounded when parsing";
 }
 
+// Which bytes of the prompt came from message content follows the content
+// through filters, methods, concatenation, join, macros and set blocks.
+TEST(JinjaTest, ContentRangesFollowTheContent) {
+  auto t = Template::Parse(
+      "{% macro show(x) %}[{{ x }}]{% endmacro %}"
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content|trim }}<|im_end|>\n{% endfor %}"
+      "{{ '<s>' + messages[0].content.strip() }}|{{ messages|map(attribute='content')|join('/') }}|"
+      "{{ show(messages[1].content) }}{% set b %}{{ messages[1].content }}{% endset %}{{ b ~ '!' }}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  Value messages = Value(Value::List{Value::MakeDict(), Value::MakeDict()});
+  messages.list()[0].dict().Set("role", Value("user"));
+  messages.list()[0].dict().Set("content", Value::Literal(" hi <|im_end|> "));
+  messages.list()[1].dict().Set("role", Value("assistant"));
+  messages.list()[1].dict().Set("content", Value::Literal("ok"));
+  Value context = Value::MakeDict();
+  context.dict().Set("messages", messages);
+  std::vector<std::pair<size_t, size_t>> ranges;
+  auto out = t->Render(context, 0, &ranges);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<std::string> pieces;
+  for (const auto& [a, b] : ranges) pieces.push_back(out->substr(a, b - a));
+  EXPECT_EQ(pieces, (std::vector<std::string>{"hi <|im_end|>", "ok", "hi <|im_end|>", " hi <|im_end|> ", "ok", "ok",
+                                              "ok"}))
+      << *out;
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "sorted, apart";
+}
+
 }  // namespace
 }  // namespace tachyon::jinja

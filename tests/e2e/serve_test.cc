@@ -330,5 +330,30 @@ TEST(ServeSpeculativeTest, BadSpeculativeFlagsAreClearErrors) {
   EXPECT_EQ(too_many.exit_code, 1);
 }
 
+// --chat-template FILE.jinja: chat prompts come from the template file, and its
+// refusal is a 400 carrying the template's own message.
+TEST(ServeJinjaTest, TemplateFileRendersAndItsRefusalIsA400) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  const char* env = std::getenv("TACHYON_SHARED_DIR");
+  const std::string gemma = std::string(env != nullptr ? env : TACHYON_SHARED_DIR) +
+                            "/fixtures/chat-templates/templates/google-gemma-2-2b-it.jinja";
+  if (!fs::exists(StoriesModel()) || !fs::exists(gemma)) GTEST_SKIP() << "needs ../shared";
+  ServerProcess server({"--model", StoriesModel(), "--chat-template", gemma});
+  ASSERT_TRUE(server.started());
+  auto post = [&](const std::string& body) {
+    std::string file = ::testing::TempDir() + "/jinja_body_" + std::to_string(::getpid()) + ".json";
+    { std::ofstream(file) << body; }
+    return Curl("-s -w '\\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @" + file + " " +
+                server.url() + "/v1/chat/completions");
+  };
+  const std::string ok = post(R"({"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":4,"temperature":0})");
+  EXPECT_EQ(ok.substr(ok.size() - 3), "200") << ok;
+  const std::string refused =
+      post(R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":4})");
+  EXPECT_EQ(refused.substr(refused.size() - 3), "400") << refused;
+  EXPECT_NE(refused.find("TemplateError: System role not supported"), std::string::npos) << refused;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

@@ -2199,7 +2199,8 @@ class Renderer {
       while (from <= s.size()) {
         const size_t nl = s.find('\n', from);
         const std::string line = s.substr(from, nl == std::string::npos ? std::string::npos : nl - from);
-        if ((first_line ? first : true) && (blank || !line.empty()) && !(first_line && !first)) out += pad;
+        // As jinja2: the first line only with first=True; others unless empty (blank=True: those too).
+        if (first_line ? first : (blank || !line.empty())) out += pad;
         out += line;
         if (nl == std::string::npos) break;
         out += '\n';

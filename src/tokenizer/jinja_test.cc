@@ -163,6 +163,7 @@ TEST(JinjaTest, StatementsLoopsMacrosAndNamespaces) {
   EXPECT_EQ(Render("{{ x|default('d') }} {{ none|string }} {{ '5'|int + 1 }} {{ [3, 1, 3]|unique|list }}"),
             "d None 6 [3, 1]");
   EXPECT_EQ(Render("{% set s %}block {{ 1 }}{% endset %}[{{ s }}]"), "[block 1]");
+  EXPECT_EQ(Render("{{ 'a\n\nb\n'|indent(2) }}|{{ 'a\n\nb'|indent(2, true, true) }}"), "a\n\n  b\n|  a\n  \n  b");
   EXPECT_EQ(Render("{{ raise_exception('no system role') }}"), "error: TemplateError: no system role");
   // Markup (|safe) + a plain string escapes the plain one, as markupsafe does.
   EXPECT_EQ(Render("{{ 'a'|safe + '<\"b\">' }} {{ '<x>' ~ ('y'|safe) }} {{ 'c' + 'd' }}"), "a&lt;&#34;b&#34;&gt; <x>y cd");

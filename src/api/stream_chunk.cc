@@ -28,8 +28,10 @@ bool StreamChunkParser::Parse(std::string_view data, bool chat, StreamChunk* out
   if (!obj["usage"].get_object().get(usage)) {
     out->has_usage = true;
     int64_t v = 0;
-    if (!usage["prompt_tokens"].get_int64().get(v)) out->prompt_tokens = v;
-    if (!usage["completion_tokens"].get_int64().get(v)) out->completion_tokens = v;
+    // A count below zero is not a count: an upstream that sends one is read as
+    // having sent none, so totals downstream never go negative.
+    if (!usage["prompt_tokens"].get_int64().get(v) && v >= 0) out->prompt_tokens = v;
+    if (!usage["completion_tokens"].get_int64().get(v) && v >= 0) out->completion_tokens = v;
   }
   simdjson::dom::array choices;
   simdjson::dom::object choice;

@@ -31,5 +31,14 @@ TEST(StreamChunkParserTest, ReadsTextReasonUsageAndErrors) {
   EXPECT_TRUE(c.text.empty()) << "a tool-call delta carries no content";
 }
 
+TEST(StreamChunkParserTest, NegativeUsageCountsAreReadAsAbsent) {
+  StreamChunkParser parser;
+  StreamChunk c;
+  ASSERT_TRUE(parser.Parse(R"({"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":-1}})", true, &c));
+  EXPECT_TRUE(c.has_usage);
+  EXPECT_EQ(c.prompt_tokens, 0);
+  EXPECT_EQ(c.completion_tokens, 0);
+}
+
 }  // namespace
 }  // namespace tachyon

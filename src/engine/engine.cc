@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "engine/draft_proposer.h"
@@ -46,6 +47,9 @@ Status Engine::Add(Request request) {
       return InvalidArgumentError("prompt token id " + std::to_string(t.value()) + " is outside the vocabulary");
     }
   }
+  if (request.grammar && request.grammar->trie().vocab_size() > model_.config().n_vocab) {
+    return InvalidArgumentError("the grammar's vocabulary is larger than the model's");
+  }
   Sequence seq;
   seq.id = request.id;
   seq.tokens = request.prompt;
@@ -55,13 +59,16 @@ Status Engine::Add(Request request) {
   RETURN_IF_ERROR(scheduler_.Add(std::move(seq)));
   auto sampler = std::make_unique<Sampler>(request.sampling);
   const SeqId id = request.id;
+  std::optional<GrammarMatcher> matcher;
+  if (request.grammar) matcher.emplace(request.grammar->grammar());
   active_.emplace(id, Active{.request = std::move(request),
                              .sampler = std::move(sampler),
                              .added = std::chrono::steady_clock::now(),
                              .speculation = SpeculationControl(
                                  options_.speculative.num_tokens, options_.speculative.adaptive,
                                  proposer_ && !proposer_->costly() ? SpeculationControl::kPauseSteps
-                                                                   : SpeculationControl::kMaxPauseSteps)});
+                                                                   : SpeculationControl::kMaxPauseSteps),
+                             .matcher = std::move(matcher)});
   return Status::Ok();
 }
 
@@ -161,6 +168,59 @@ Engine::StepBatch Engine::BuildBatch(const SchedulerOutput& plan) const {
   return b;
 }
 
+bool Engine::MaskRows(Active& active, const Sequence& seq, const ScheduledSequence& s, std::span<float> rows) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  GrammarMasker& masker = *active.request.grammar;
+  const int32_t grammar_vocab = masker.trie().vocab_size();
+  constexpr float kOff = -std::numeric_limits<float>::infinity();
+  GrammarMatcher m = *active.matcher;
+  std::string rest;
+  for (int64_t i = 0; i <= s.num_draft_tokens; ++i) {
+    std::span<float> row = rows.subspan(i * n_vocab, n_vocab);
+    // Near max_tokens, only the shortest completion's bytes: the answer stays valid.
+    const int64_t left = active.request.max_tokens - seq.num_generated() - i;
+    const bool out_of_room =
+        m.Shortest(&rest) && static_cast<int64_t>(rest.size()) + m.grammar().close_margin >= left;
+    // Nested too deep: close until shallower (a bound on the answer, not the grammar's).
+    const bool closing = out_of_room || (MaxNesting(m.state()) >= kMaxDepth && m.Shortest(&rest));
+    if (closing) {
+      masker.trie().Prefixes(rest, &mask_bits_);
+      if (i == 0 && out_of_room) active.closing = true;
+    } else {
+      masker.FillMask(m.state(), &mask_bits_);
+    }
+    // End of generation (and the request's stop tokens) only where the output is complete.
+    const bool complete = m.IsComplete() && (!closing || rest.empty());
+    std::vector<std::pair<int32_t, float>> keep;
+    if (complete) {
+      if (vocab_ != nullptr) {
+        for (TokenId t : vocab_->end_of_generation()) keep.emplace_back(t.value(), row[t.value()]);
+      }
+      for (TokenId t : active.request.stop_token_ids) keep.emplace_back(t.value(), row[t.value()]);
+    }
+    int64_t allowed = static_cast<int64_t>(keep.size());
+    for (int32_t w = 0; w * 64 < grammar_vocab; ++w) {
+      const uint64_t word = mask_bits_[w];
+      allowed += __builtin_popcountll(word);
+      if (word == ~uint64_t{0}) continue;
+      const int32_t last = std::min(64, grammar_vocab - w * 64);
+      for (int32_t b = 0; b < last; ++b) {
+        if (!(word >> b & 1)) row[w * 64 + b] = kOff;
+      }
+    }
+    for (int64_t id = grammar_vocab; id < n_vocab; ++id) row[id] = kOff;
+    for (const auto& [id, logit] : keep) row[id] = logit;
+    if (i == 0 && allowed == 0) return false;
+    // The next row follows this draft token; a token the grammar refuses is
+    // masked here, so verification rejects it and never reads the rows after.
+    if (i < s.num_draft_tokens) {
+      const TokenId d = seq.draft[i];
+      if (d.value() >= grammar_vocab || !m.Feed(masker.trie().bytes(d.value()))) break;
+    }
+  }
+  return true;
+}
+
 RequestOutput Engine::SampleSequence(const ScheduledSequence& s, std::span<float> rows) {
   const int64_t n_vocab = model_.config().n_vocab;
   Active& active = active_.at(s.id);
@@ -173,7 +233,14 @@ RequestOutput Engine::SampleSequence(const ScheduledSequence& s, std::span<float
 
   std::vector<TokenId> tokens;
   int64_t num_accepted = 0;
-  if (s.num_draft_tokens == 0) {
+  if (active.matcher && !MaskRows(active, seq, s, rows)) {
+    // Nothing may follow and the output is not complete (a vocabulary without
+    // the bytes the grammar needs): end it rather than sample from nothing.
+    RequestOutput out{.id = s.id, .num_prompt_tokens = seq.num_prompt_tokens,
+                      .num_generated_tokens = seq.num_generated()};
+    out.finish_reason = FinishReason::kStop;
+    return out;
+  } else if (s.num_draft_tokens == 0) {
     tokens.push_back(active.sampler->Sample(rows, generated));
   } else {
     std::span<const TokenId> draft(seq.draft.data(), s.num_draft_tokens);
@@ -195,9 +262,15 @@ RequestOutput Engine::SampleSequence(const ScheduledSequence& s, std::span<float
   while (keep < tokens.size() && finish == FinishReason::kNone) {
     const TokenId t = tokens[keep++];
     const bool stop_token = std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), t) != r.stop_token_ids.end();
-    const bool eog = !r.ignore_eos && vocab_ != nullptr && vocab_->IsEndOfGeneration(t);
+    // Under a grammar, end of generation is only ever allowed where the answer may end.
+    const bool eog = (!r.ignore_eos || active.matcher) && vocab_ != nullptr && vocab_->IsEndOfGeneration(t);
     if (stop_token || eog) {
-      finish = FinishReason::kStop;
+      finish = active.closing ? FinishReason::kLength : FinishReason::kStop;
+    } else if (active.matcher && !active.matcher->Feed(r.grammar->trie().bytes(t.value()))) {
+      finish = FinishReason::kStop;  // never: the mask allowed only tokens the matcher takes
+    } else if (active.matcher && active.matcher->IsFinished()) {
+      // The value is whole and nothing may follow it; "length" when max_tokens shortened it.
+      finish = active.closing ? FinishReason::kLength : FinishReason::kStop;
     } else if (seq.num_generated() + static_cast<int64_t>(keep) >= r.max_tokens) {
       finish = FinishReason::kLength;
     }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/speculative.h"
+#include "grammar/token_mask.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_buffer.h"
 #include "model/model.h"
@@ -44,6 +46,11 @@ struct Request {
   // Speculative decoding for this request when the engine has a proposer (the
   // output is the same either way; false opts out).
   bool speculative = true;
+  // Constrained decoding: every token keeps the output a prefix of the
+  // grammar's language (tokens that would not get -inf before sampling, and
+  // end-of-generation only where the output is complete); the request stops
+  // as soon as nothing may follow. Its vocabulary must be the model's.
+  std::shared_ptr<GrammarMasker> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kTimeout };
@@ -120,6 +127,8 @@ class Engine {
     double queue_seconds = -1;  // set when first scheduled
     bool reported_queue = false;
     SpeculationControl speculation;
+    std::optional<GrammarMatcher> matcher;  // with a grammar
+    bool closing = false;  // the grammar's answer is being closed before max_tokens
   };
   // The forward batch of a plan, and where each scheduled sequence's logit rows start.
   struct StepBatch {
@@ -135,6 +144,10 @@ class Engine {
   // tokens, checks stops and returns its output.
   RequestOutput SampleSequence(const ScheduledSequence& s, std::span<float> rows);
   void Finish(SeqId id);
+  // Masks each of a sequence's logit rows with its grammar: row i follows the
+  // draft's first i tokens. Returns false when the first row allows no token
+  // at all (the grammar is stuck: the request ends).
+  bool MaskRows(Active& active, const Sequence& seq, const ScheduledSequence& s, std::span<float> rows);
 
   const Model& model_;
   const Vocab* vocab_;
@@ -146,6 +159,7 @@ class Engine {
   std::unique_ptr<Proposer> proposer_;
   SpeculativeStats spec_stats_;
   std::unordered_map<SeqId, Active> active_;
+  std::vector<uint64_t> mask_bits_;  // scratch
 };
 
 }  // namespace tachyon

@@ -303,6 +303,79 @@ class Compiler {
   int depth_ = 0;
 };
 
+// A value of `n` from its children's shortest values (false while one is unknown).
+bool ShortestOf(const JsonGrammar& g, const JsonNode& n, std::string* out) {
+  auto known = [&](int32_t node) { return g.has_shortest[node]; };
+  switch (n.kind) {
+    case NodeKind::kObject: {
+      std::string s = "{";
+      for (const JsonProperty& p : n.properties) {
+        if (!p.required) continue;
+        if (!known(p.node)) return false;
+        s += (s.size() > 1 ? "," : "") + p.key + ":" + g.shortest[p.node];
+      }
+      *out = s + "}";
+      return true;
+    }
+    case NodeKind::kMap: *out = "{}"; return true;
+    case NodeKind::kArray: {
+      if (n.min_items > 0 && !known(n.value)) return false;
+      std::string s = "[";
+      for (int64_t i = 0; i < n.min_items; ++i) s += (i > 0 ? "," : "") + g.shortest[n.value];
+      *out = s + "]";
+      return true;
+    }
+    case NodeKind::kString:
+      switch (n.format) {
+        case StringFormat::kNone: *out = "\"" + std::string(n.min_length, 'a') + "\""; break;
+        case StringFormat::kDate: *out = "\"2000-01-01\""; break;
+        case StringFormat::kDateTime: *out = "\"2000-01-01T00:00:00Z\""; break;
+        case StringFormat::kUuid: *out = "\"00000000-0000-0000-0000-000000000000\""; break;
+      }
+      return true;
+    case NodeKind::kNumber: *out = "0"; return true;
+    case NodeKind::kInteger:
+      *out = std::to_string(n.minimum > 0 ? n.minimum : n.maximum < 0 ? n.maximum : 0);
+      return true;
+    case NodeKind::kLiterals:
+      *out = *std::min_element(n.literals.begin(), n.literals.end(),
+                               [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+      return true;
+    case NodeKind::kAnyOf: {
+      bool any = false;
+      for (int32_t a : n.alternatives) {
+        if (known(a) && (!any || g.shortest[a].size() < out->size())) {
+          *out = g.shortest[a];
+          any = true;
+        }
+      }
+      return any;
+    }
+  }
+  return false;
+}
+
+// Shortest values by fixed point: a node's is known once its children's are;
+// a shorter one found later replaces it (anyOf over a cycle).
+void ComputeShortest(JsonGrammar& g) {
+  g.shortest.assign(g.nodes.size(), "");
+  g.has_shortest.assign(g.nodes.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      std::string s;
+      if (ShortestOf(g, g.nodes[i], &s) && (!g.has_shortest[i] || s.size() < g.shortest[i].size())) {
+        g.shortest[i] = std::move(s);
+        g.has_shortest[i] = true;
+        changed = true;
+      }
+    }
+  }
+  size_t longest = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) longest = std::max(longest, g.shortest[i].size());
+  g.close_margin = 16 + static_cast<int64_t>(std::min<size_t>(longest, 512));
+}
+
 }  // namespace
 
 std::shared_ptr<const JsonGrammar> AnyJsonObjectGrammar() {
@@ -311,6 +384,7 @@ std::shared_ptr<const JsonGrammar> AnyJsonObjectGrammar() {
     Compiler c(empty);
     std::shared_ptr<JsonGrammar> g = c.Run();  // root: Any (unused)
     g->root = c.AnyObject();
+    ComputeShortest(*g);
     return std::shared_ptr<const JsonGrammar>(g);
   }();
   return grammar;
@@ -319,7 +393,10 @@ std::shared_ptr<const JsonGrammar> AnyJsonObjectGrammar() {
 StatusOr<std::shared_ptr<const JsonGrammar>> CompileJsonSchema(const nlohmann::ordered_json& schema) {
   try {
     Compiler c(schema);
-    return std::shared_ptr<const JsonGrammar>(c.Run());
+    std::shared_ptr<JsonGrammar> g = c.Run();
+    ComputeShortest(*g);
+    if (!g->has_shortest[g->root]) return InvalidArgumentError("json schema: no finite value satisfies it");
+    return std::shared_ptr<const JsonGrammar>(g);
   } catch (const Refusal& e) {
     return InvalidArgumentError(std::string("json schema ") + e.what());
   } catch (const json::exception& e) {

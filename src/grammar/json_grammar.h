@@ -16,7 +16,10 @@
 //   - numbers: at most 15 integer and 15 fraction digits, 2 exponent digits
 //     (every such number is a finite double);
 //     integers with minimum / maximum: exactly the integers in range;
-//   - nesting: at most kMaxDepth containers deep.
+//   - an answer about to run out of tokens (max_tokens) is closed along its
+//     shortest completion, so it stays valid (the engine reports "length");
+//     so is one nested kMaxDepth values deep, until it is shallower again
+//     (the grammar itself never refuses depth: a schema may need it).
 // A keyword that would constrain the value and is not implemented is refused
 // with its name; annotations (title, description, default, ...) are ignored.
 #pragma once
@@ -70,11 +73,14 @@ struct JsonNode {
 struct JsonGrammar {
   std::vector<JsonNode> nodes;
   int32_t root = -1;
-  // Whether `node` opens a container (its frames count toward kMaxDepth).
-  bool IsContainer(int32_t node) const {
-    NodeKind k = nodes[node].kind;
-    return k == NodeKind::kObject || k == NodeKind::kMap || k == NodeKind::kArray;
-  }
+  // Per node, its shortest value ("" where none is finite: a required cycle),
+  // for closing an answer that is about to run out of tokens.
+  std::vector<std::string> shortest;
+  std::vector<bool> has_shortest;
+  // Bytes of room kept for closing: an answer whose shortest completion plus
+  // this reaches the tokens left follows that completion (each token adds a
+  // byte or more, and one token lengthens the completion by less than this).
+  int64_t close_margin = 16;
 };
 
 // Any JSON object (response_format json_object).

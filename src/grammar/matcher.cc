@@ -453,12 +453,6 @@ Fed FeedFrame(const JsonGrammar& g, Frame& f, uint8_t b, int32_t* child) {
   return Fed::kReject;
 }
 
-// Container frames below the top of `st` (a sentinel counts those it stands for).
-int32_t Depth(const std::vector<Frame>& st) {
-  const int32_t below = (st[0].flags & kSentinel) ? st[0].count : 0;
-  return below + static_cast<int32_t>(st.size()) - 1;
-}
-
 void AddStack(const std::vector<Frame>& st, MatchState* out) {
   for (size_t i = 0; i < out->num_stacks(); ++i) {
     const size_t b = out->begin_of(i), e = out->ends[i];
@@ -473,6 +467,7 @@ void Run(const JsonGrammar& g, std::vector<Frame>& st, uint8_t b, MatchState* ou
 // Starts a value of `node` with byte b on top of `st`: one stack per alternative of an anyOf.
 void Start(const JsonGrammar& g, std::vector<Frame>& st, int32_t node, uint8_t b, MatchState* out,
            MatchExits* exits, int nesting) {
+  if (!g.has_shortest[node]) return;  // no finite value: a start there could never end
   const JsonNode& n = g.nodes[node];
   if (n.kind == NodeKind::kAnyOf) {
     if (nesting >= kMaxAnyOfNesting) return;  // a $ref cycle through anyOf only
@@ -483,7 +478,6 @@ void Start(const JsonGrammar& g, std::vector<Frame>& st, int32_t node, uint8_t b
     }
     return;
   }
-  if (g.IsContainer(node) && Depth(st) >= kMaxDepth) return;
   st.push_back(NewFrame(g, node));
   Run(g, st, b, out, exits, nesting);
 }
@@ -514,7 +508,179 @@ void Run(const JsonGrammar& g, std::vector<Frame>& st, uint8_t b, MatchState* ou
   }
 }
 
+// Completion helpers: each appends the shortest bytes that finish a frame.
+// The rest of an object from property `from` on: its required properties, then '}'.
+bool RestOfObject(const JsonGrammar& g, const JsonNode& n, size_t from, bool first, std::string* out) {
+  for (size_t j = from; j < n.properties.size(); ++j) {
+    if (!n.properties[j].required) continue;
+    if (!g.has_shortest[n.properties[j].node]) return false;
+    *out += (first ? "" : ",") + n.properties[j].key + ":" + g.shortest[n.properties[j].node];
+    first = false;
+  }
+  *out += "}";
+  return true;
+}
+
+// The end of a string whose content is open: the escape or UTF-8 character
+// under way, characters up to min_length, the closing quote.
+void CloseString(const Frame& f, int64_t min_length, std::string* out) {
+  if (f.aux == 1) {
+    *out += 'n';
+  } else if (f.aux >= 2 && f.aux <= 5) {
+    out->append(6 - f.aux, '0');
+  } else if (f.aux >= 6) {
+    static constexpr uint8_t kLo[] = {0x80, 0xA0, 0x80, 0x90, 0x80};
+    *out += static_cast<char>(kLo[(f.flags & kRangeMask) >> 4]);
+    out->append(f.aux - 6, static_cast<char>(0x80));
+  }
+  if (f.count < min_length) out->append(min_length - f.count, 'a');
+  *out += '"';
+}
+
+void CloseFormat(const Frame& f, StringFormat format, std::string* out) {
+  static const std::string kDateTime = "2000-01-01T00:00:00Z", kUuid = "00000000-0000-0000-0000-000000000000";
+  const int p = f.count;
+  if (format == StringFormat::kUuid) {
+    *out += kUuid.substr(p);
+  } else if (format == StringFormat::kDate) {
+    *out += kDateTime.substr(p, 10 - p);
+  } else if (p < 19) {
+    *out += kDateTime.substr(p);
+  } else {
+    *out += p == 19 ? "Z" : p == 30 ? "0Z" : p < 40 ? "Z" : p < 50 ? std::string("00:00").substr(p - 40) : "";
+  }
+  *out += '"';
+}
+
+// Digits that take an integer's magnitude so far into range (none when it is).
+bool CloseInteger(const JsonNode& n, const Frame& f, std::string* out) {
+  const bool negative = f.flags & kNegative;
+  // The magnitudes allowed with this sign.
+  const __int128 lo = negative ? std::max<__int128>(0, -static_cast<__int128>(n.maximum)) : std::max<int64_t>(0, n.minimum);
+  const __int128 hi = negative ? -static_cast<__int128>(n.minimum) : n.maximum;
+  if (f.phase == 1) {  // after '-'
+    if (lo > hi) return false;
+    *out += std::to_string(static_cast<int64_t>(lo));
+    return true;
+  }
+  if (IntegerInRange(n, negative, f.value)) return true;
+  if (f.phase == 3) return false;
+  __int128 base = f.value, width = 1;
+  for (int k = 1; f.count + k <= kMaxIntegerDigits; ++k) {
+    base *= 10;
+    width *= 10;
+    const __int128 t = std::max(base, lo);
+    if (t <= std::min(base + width - 1, hi)) {
+      std::string digits = std::to_string(static_cast<int64_t>(t - base));
+      *out += std::string(k - digits.size(), '0') + digits;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The shortest bytes that finish frame `f` (a container below the top is past its child).
+bool CloseFrame(const JsonGrammar& g, const Frame& f, std::string* out) {
+  if (f.flags & kRoot) {
+    if (f.phase == 1) return true;
+    if (!g.has_shortest[g.root]) return false;
+    *out += g.shortest[g.root];
+    return true;
+  }
+  const JsonNode& n = g.nodes[f.node];
+  auto value = [&](int32_t node) {
+    if (!g.has_shortest[node]) return false;
+    *out += g.shortest[node];
+    return true;
+  };
+  if (f.phase == 0 && n.kind != NodeKind::kLiterals) return value(f.node);
+  switch (n.kind) {
+    case NodeKind::kObject: {
+      const size_t np = n.properties.size();
+      switch (f.phase) {
+        case 1: return RestOfObject(g, n, 0, true, out);
+        case 2: {
+          const int j = __builtin_ctzll(static_cast<uint64_t>(f.value));
+          *out += n.properties[j].key.substr(f.offset) + ":";
+          return value(n.properties[j].node) && RestOfObject(g, n, j + 1, false, out);
+        }
+        case 3: *out += ":"; [[fallthrough]];
+        case 4: return value(n.properties[f.count].node) && RestOfObject(g, n, f.count + 1, false, out);
+        case 5: return RestOfObject(g, n, f.count, false, out);
+        case 6: {
+          size_t j = FirstRequired(n, f.count);
+          if (j == np) j = f.count;
+          *out += n.properties[j].key + ":";
+          return value(n.properties[j].node) && RestOfObject(g, n, j + 1, false, out);
+        }
+      }
+      return false;
+    }
+    case NodeKind::kMap:
+      switch (f.phase) {
+        case 1:
+        case 5: *out += "}"; return true;
+        case 2: CloseString(f, 0, out); [[fallthrough]];
+        case 3: *out += ":"; [[fallthrough]];
+        case 4: return value(n.value) && (*out += "}", true);
+        case 6: *out += "\"\":"; return value(n.value) && (*out += "}", true);
+      }
+      return false;
+    case NodeKind::kArray: {
+      int64_t due = std::max<int64_t>(0, n.min_items - f.count);
+      bool first = f.phase == 1;
+      if (f.phase == 3) {  // an item is due after ','
+        if (!value(n.value)) return false;
+        due = std::max<int64_t>(0, due - 1);
+      }
+      for (int64_t i = 0; i < due; ++i) {
+        if (!first) *out += ",";
+        first = false;
+        if (!value(n.value)) return false;
+      }
+      *out += "]";
+      return true;
+    }
+    case NodeKind::kString:
+      if (n.format != StringFormat::kNone) {
+        CloseFormat(f, n.format, out);
+      } else {
+        CloseString(f, n.min_length, out);
+      }
+      return true;
+    case NodeKind::kNumber:
+      if (f.phase == 1 || f.phase == 4 || f.phase == 6 || f.phase == 7) *out += "0";
+      return true;
+    case NodeKind::kInteger: return CloseInteger(n, f, out);
+    case NodeKind::kLiterals: {
+      const int64_t lo = f.value & 0xffffffff, hi = f.value >> 32;
+      const std::string* best = nullptr;
+      for (int64_t i = lo; i < hi; ++i) {
+        if (best == nullptr || n.literals[i].size() < best->size()) best = &n.literals[i];
+      }
+      *out += best->substr(f.offset);
+      return true;
+    }
+    case NodeKind::kAnyOf: return false;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool ShortestCompletion(const JsonGrammar& grammar, const MatchState& state, std::string* out) {
+  bool found = false;
+  for (size_t i = 0; i < state.num_stacks(); ++i) {
+    std::string s;
+    bool ok = true;
+    for (size_t k = state.ends[i]; k > state.begin_of(i) && ok; --k) ok = CloseFrame(grammar, state.frames[k - 1], &s);
+    if (ok && (!found || s.size() < out->size())) {
+      *out = std::move(s);
+      found = true;
+    }
+  }
+  return found;
+}
 
 size_t FrameHash::operator()(const Frame& f) const {
   uint64_t h = static_cast<uint32_t>(f.node);
@@ -525,11 +691,18 @@ size_t FrameHash::operator()(const Frame& f) const {
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-Frame SentinelFrame(int32_t depth) {
+Frame SentinelFrame() {
   Frame f;
   f.flags = kSentinel;
-  f.count = depth;
   return f;
+}
+
+int32_t MaxNesting(const MatchState& state) {
+  int32_t most = 0;
+  for (size_t i = 0; i < state.num_stacks(); ++i) {
+    most = std::max<int32_t>(most, static_cast<int32_t>(state.ends[i] - state.begin_of(i)) - 1);
+  }
+  return most;
 }
 
 void MatchStep(const JsonGrammar& grammar, const MatchState& in, uint8_t byte, MatchState* out, MatchExits* exits) {

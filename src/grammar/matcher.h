@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,7 +32,7 @@ struct Frame {
   uint8_t ws = 0;     // whitespace bytes since the last other byte
   uint8_t aux = 0;    // strings: escape, \u digit or UTF-8 continuation due
   uint8_t flags = 0;  // root / sentinel marks; strings: UTF-8 range; integers: sign
-  int32_t count = 0;  // items, characters, digits, property index, format position; sentinel: depth below
+  int32_t count = 0;  // items, characters, digits, property index, format position
   int32_t offset = 0; // bytes into a key or a literal
   int64_t value = 0;  // an integer's magnitude, live keys, a literal range, a format's last byte
 
@@ -76,9 +77,16 @@ void MatchStep(const JsonGrammar& grammar, const MatchState& in, uint8_t byte, M
 // when its top frames end.
 bool MatchComplete(const JsonGrammar& grammar, const MatchState& state);
 
-// A frame that stands for a container at `depth` (frames below it) in the mask
-// cache's computations: what a frame above it accepts, without its container.
-Frame SentinelFrame(int32_t depth);
+// The shortest bytes that make `state` a whole value ("" when it is one
+// already); false when no stack can be completed.
+bool ShortestCompletion(const JsonGrammar& grammar, const MatchState& state, std::string* out);
+
+// A frame that stands for a container in the mask cache's computations: what
+// a frame above it accepts, without its container.
+Frame SentinelFrame();
+
+// The most values open in one stack (containers and the value under way).
+int32_t MaxNesting(const MatchState& state);
 
 class GrammarMatcher {
  public:
@@ -92,6 +100,8 @@ class GrammarMatcher {
   bool IsFinished() const;
   // No stack left: nothing fed can be completed (never after a successful Feed).
   bool IsDead() const { return state_.empty(); }
+  // See ShortestCompletion.
+  bool Shortest(std::string* out) const { return ShortestCompletion(*grammar_, state_, out); }
 
   const MatchState& state() const { return state_; }
   const JsonGrammar& grammar() const { return *grammar_; }

@@ -15,7 +15,7 @@ void SetBit(std::vector<uint64_t>* bits, int32_t id) { (*bits)[id >> 6] |= uint6
 }  // namespace
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
-    : vocab_size_(static_cast<int32_t>(token_bytes.size())) {
+    : vocab_size_(static_cast<int32_t>(token_bytes.size())), token_bytes_(token_bytes) {
   std::vector<int32_t> ids;
   for (size_t i = 0; i < token_bytes.size(); ++i) {
     if (!token_bytes[i].empty()) ids.push_back(static_cast<int32_t>(i));
@@ -57,6 +57,21 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
   std::partial_sum(token_begin_.begin(), token_begin_.end(), token_begin_.begin());
 }
 
+void TokenTrie::Prefixes(std::string_view text, std::vector<uint64_t>* bits) const {
+  bits->assign((static_cast<size_t>(vocab_size_) + 63) / 64, 0);
+  int32_t i = 0, end = num_nodes();
+  for (size_t d = 0; d < text.size() && i < end;) {
+    if (byte_[i] != static_cast<uint8_t>(text[d])) {
+      i = end_[i];  // the next sibling
+      continue;
+    }
+    for (const int32_t* id = tokens_begin(i); id != tokens_end(i); ++id) SetBit(bits, *id);
+    end = end_[i];
+    ++i;  // the first child
+    ++d;
+  }
+}
+
 GrammarMasker::GrammarMasker(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenTrie> trie)
     : grammar_(std::move(grammar)), trie_(std::move(trie)) {
   states_.resize(trie_->max_depth() + 1);
@@ -95,7 +110,7 @@ const GrammarMasker::Entry& GrammarMasker::Lookup(const Key& key) {
     cache_bytes_ = 0;
   }
   MatchState start;
-  start.frames = {SentinelFrame(key.below - 1), key.top};
+  start.frames = {SentinelFrame(), key};
   start.ends = {2};
   const size_t words = (static_cast<size_t>(trie_->vocab_size()) + 63) / 64;
   scratch_bits_.assign(words, 0);
@@ -121,8 +136,7 @@ void GrammarMasker::FillMask(const MatchState& state, std::vector<uint64_t>* bit
   bits->assign(words, 0);
   for (size_t s = 0; s < state.num_stacks(); ++s) {
     const size_t b = state.begin_of(s), e = state.ends[s];
-    Key key{state.frames[e - 1], std::min<int32_t>(static_cast<int32_t>(e - b - 1), kMaxDepth + 1)};
-    const Entry& entry = Lookup(key);
+    const Entry& entry = Lookup(state.frames[e - 1]);
     if (!entry.bits.empty()) {
       for (size_t w = 0; w < words; ++w) (*bits)[w] |= entry.bits[w];
     } else {

@@ -5,7 +5,7 @@
 // preorder; walking it with a MatchState drops a whole subtree at the first
 // byte the grammar refuses, so a mask costs the live part of the trie only.
 //
-// GrammarMasker caches, per top frame (and nesting depth), what that frame
+// GrammarMasker caches, per top frame, what that frame
 // accepts on its own: the tokens that stay inside it, and the trie nodes
 // where it ends and its container has to decide ("exits"). A step then costs a
 // lookup plus a short walk from each exit with the real container below (the
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -34,6 +35,7 @@ class TokenTrie {
   explicit TokenTrie(const std::vector<std::string>& token_bytes);
 
   int32_t vocab_size() const { return vocab_size_; }
+  const std::string& bytes(int32_t id) const { return token_bytes_[id]; }
   int32_t num_nodes() const { return static_cast<int32_t>(byte_.size()); }
   int32_t max_depth() const { return max_depth_; }
 
@@ -44,10 +46,14 @@ class TokenTrie {
   int32_t end(int32_t i) const { return end_[i]; }
   const int32_t* tokens_begin(int32_t i) const { return tokens_.data() + token_begin_[i]; }
   const int32_t* tokens_end(int32_t i) const { return tokens_.data() + token_begin_[i + 1]; }
+  // Sets in `bits` (vocab_size bits, cleared first) the tokens whose bytes are a
+  // non-empty prefix of `text`.
+  void Prefixes(std::string_view text, std::vector<uint64_t>* bits) const;
 
  private:
   int32_t vocab_size_ = 0;
   int32_t max_depth_ = 0;
+  std::vector<std::string> token_bytes_;
   std::vector<uint8_t> byte_;
   std::vector<uint16_t> depth_;
   std::vector<int32_t> end_;
@@ -74,14 +80,7 @@ class GrammarMasker {
   const MaskStats& stats() const { return stats_; }
 
  private:
-  struct Key {
-    Frame top;
-    int32_t below = 0;  // frames under it (clamped where depth stops mattering)
-    bool operator==(const Key& o) const { return top == o.top && below == o.below; }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const { return FrameHash()(k.top) * 31 + static_cast<size_t>(k.below); }
-  };
+  using Key = Frame;  // the top frame
   struct Entry {
     std::vector<int32_t> tokens;  // accepted tokens, when few
     std::vector<uint64_t> bits;   // accepted tokens, when many
@@ -97,7 +96,7 @@ class GrammarMasker {
 
   std::shared_ptr<const JsonGrammar> grammar_;
   std::shared_ptr<const TokenTrie> trie_;
-  std::unordered_map<Key, Entry, KeyHash> cache_;
+  std::unordered_map<Key, Entry, FrameHash> cache_;
   size_t cache_bytes_ = 0;
   std::vector<MatchState> states_;  // per trie depth, reused
   MatchState parent_;

@@ -85,6 +85,12 @@ TEST(GrammarMaskerTest, MaskEqualsFeedingEveryToken) {
       for (int step = 0; step < 150 && !m.IsFinished(); ++step, ++steps) {
         const std::vector<int32_t> expected = AllowedBruteForce(m, vocab);
         ASSERT_EQ(Allowed(masker, m), expected) << "walk " << walk << " step " << step;
+        // The shortest completion completes.
+        std::string rest;
+        ASSERT_TRUE(m.Shortest(&rest));
+        GrammarMatcher closed = m;
+        ASSERT_TRUE(closed.Feed(rest)) << rest;
+        ASSERT_TRUE(closed.IsComplete()) << rest;
         if (expected.empty()) break;
         ASSERT_TRUE(m.Feed(vocab[expected[rng() % expected.size()]]));
       }

@@ -75,6 +75,48 @@ std::optional<ApiError> ParseMessages(const json& body, CompletionRequest* r) {
   return std::nullopt;
 }
 
+// response_format's shape; the schema itself is the backend's to compile.
+// `text`: the body as sent, for the schema with its properties in order.
+std::optional<ApiError> ParseResponseFormat(const json& body, std::string_view text, CompletionRequest* r) {
+  if (!body.contains("response_format") || body["response_format"].is_null()) return std::nullopt;
+  const json& f = body["response_format"];
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
+    return Invalid("'response_format' must be an object with a string 'type'", "response_format");
+  }
+  const std::string& type = f["type"].get_ref<const std::string&>();
+  ResponseFormat& out = r->response_format;
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    out.type = ResponseFormat::Type::kJsonObject;
+    return std::nullopt;
+  }
+  if (type != "json_schema") {
+    return Invalid("'response_format.type' must be text, json_object or json_schema", "response_format.type");
+  }
+  if (!f.contains("json_schema") || !f["json_schema"].is_object()) {
+    return Invalid("'response_format.json_schema' must be an object", "response_format.json_schema");
+  }
+  const json& js = f["json_schema"];
+  if (js.contains("name") && !js["name"].is_null()) {
+    if (!js["name"].is_string()) return Invalid("'response_format.json_schema.name' must be a string", "response_format.json_schema.name");
+    out.name = js["name"].get<std::string>();
+  }
+  if (auto e = Bool(js, "strict", &out.strict)) return *e;
+  if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean())) {
+    return Invalid("'response_format.json_schema.schema' must be a JSON Schema object",
+                   "response_format.json_schema.schema");
+  }
+  out.type = ResponseFormat::Type::kJsonSchema;
+  // The body was read into sorted maps; read the schema again with its order.
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (ordered.is_object() && ordered.contains("response_format")) {
+    out.schema = ordered["response_format"]["json_schema"]["schema"];
+  } else {
+    out.schema = nlohmann::ordered_json::parse(js["schema"].dump());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParsePrompt(const json& body, CompletionRequest* r) {
   if (!body.contains("prompt")) return Invalid("'prompt' is required", "prompt");
   const json& prompt = body["prompt"];
@@ -110,7 +152,7 @@ std::string ErrorBody(const ApiError& e) {
 }
 
 namespace {
-std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoint);
+std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoint, std::string_view text);
 }  // namespace
 
 std::string ErrorMessageOf(const std::string& body) {
@@ -129,7 +171,7 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
   // Every read below checks the type first; this is the net under them, so that
   // no request can make the parser throw past its caller.
   try {
-    std::variant<CompletionRequest, ApiError> parsed = ParseFields(std::move(body), endpoint);
+    std::variant<CompletionRequest, ApiError> parsed = ParseFields(std::move(body), endpoint, text);
     if (auto* r = std::get_if<CompletionRequest>(&parsed); r != nullptr && !repeated_keys) r->raw_body = text;
     return parsed;
   } catch (const json::exception& e) {
@@ -139,7 +181,7 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
 
 namespace {
 
-std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoint) {
+std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoint, std::string_view text) {
   if (body.is_discarded()) return Invalid("the request body is not valid JSON", "");
   if (!body.is_object()) return Invalid("the request body must be a JSON object", "");
   CompletionRequest r;
@@ -227,6 +269,7 @@ std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoi
     }
     r.num_logprobs = body["logprobs"].get<int>();
   }
+  if (auto e = ParseResponseFormat(body, text, &r)) return *e;
   if (body.contains("user") && body["user"].is_string()) r.user = body["user"].get<std::string>();
   r.body = std::move(body);
   return r;

@@ -2,7 +2,7 @@
 // responses, stream chunks and errors in the shapes OpenAI's clients parse.
 // A known field of the wrong type is an error that names it. The parsed body is
 // kept whole (CompletionRequest::body), so fields Tachyon does not interpret
-// (tools, response_format, ...) pass through to a remote upstream unchanged.
+// (tools, ...) pass through to a remote upstream unchanged.
 // Nothing here depends on the engine: what a backend can do (n > 1, image
 // parts) is the backend's to accept or refuse.
 #pragma once
@@ -50,6 +50,15 @@ struct SamplingOptions {
   uint64_t seed = 0;
 };
 
+// response_format: free text, any JSON object, or JSON under a schema.
+struct ResponseFormat {
+  enum class Type { kText, kJsonObject, kJsonSchema };
+  Type type = Type::kText;
+  std::string name;               // json_schema.name
+  bool strict = false;            // json_schema.strict (the output follows the schema either way)
+  nlohmann::ordered_json schema;  // json_schema.schema, its properties in the client's order
+};
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
@@ -67,6 +76,7 @@ struct CompletionRequest {
   bool ignore_eos = false;     // vLLM's extension, for benchmarks
   bool speculative = true;     // Tachyon's extension: false opts out of speculative decoding
   int num_logprobs = -1;       // completions "logprobs": N; chat "logprobs": true + "top_logprobs": N; -1 off
+  ResponseFormat response_format;
   std::string user;
   nlohmann::json body;  // the whole parsed request, unknown fields included
   // The client's bytes when they mean exactly `body` to any JSON reader (no object

@@ -223,6 +223,36 @@ std::string LocalBackend::Describe() const {
   return line;
 }
 
+StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::GrammarFor(const ResponseFormat& format) {
+  if (format.type == ResponseFormat::Type::kText) return std::shared_ptr<GrammarMasker>();
+  const std::string key = format.type == ResponseFormat::Type::kJsonObject ? "json_object" : format.schema.dump();
+  std::lock_guard<std::mutex> lock(grammar_mu_);
+  if (auto it = grammars_.find(key); it != grammars_.end()) return it->second;
+  std::shared_ptr<const JsonGrammar> grammar;
+  if (format.type == ResponseFormat::Type::kJsonObject) {
+    grammar = AnyJsonObjectGrammar();
+  } else {
+    ASSIGN_OR_RETURN(grammar, CompileJsonSchema(format.schema));
+  }
+  if (!trie_) {
+    const Vocab& vocab = tokenizer_->vocab();
+    std::vector<std::string> bytes(vocab.size());
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+      const TokenType type = vocab.token(TokenId(id)).type;
+      // Control, unknown and unused tokens never stand for text in an answer.
+      if (type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused) continue;
+      bytes[id] = tokenizer_->TokenToPiece(TokenId(id));
+    }
+    trie_ = std::make_shared<const TokenTrie>(bytes);
+  }
+  // Schemas stay compiled while few; a client that sends a new one each time
+  // gets a fresh cache rather than unbounded memory.
+  if (grammars_.size() >= 64) grammars_.clear();
+  auto masker = std::make_shared<GrammarMasker>(std::move(grammar), trie_);
+  grammars_.emplace(key, masker);
+  return masker;
+}
+
 CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
   const CompletionRequest& r = *request.request;
   const bool chat = r.endpoint == Endpoint::kChatCompletions;
@@ -235,6 +265,12 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
   if (r.has_non_text_parts) {
     return refuse(Invalid("this model reads text only; the message has other content parts", "messages"));
   }
+  // A forced tool call must not come back as plain text.
+  if (r.body.contains("tool_choice") && (r.body["tool_choice"].is_object() || r.body["tool_choice"] == "required")) {
+    return refuse(Invalid("this backend does not call tools yet; 'tool_choice' can only be none or auto", "tool_choice"));
+  }
+  StatusOr<std::shared_ptr<GrammarMasker>> grammar = GrammarFor(r.response_format);
+  if (!grammar.ok()) return refuse(Invalid(grammar.status().message(), "response_format"));
   // Cheap bounds before any rendering or encoding: n bytes of text are at least
   // n / max_token_bytes tokens, and every message renders to at least one token.
   const uint64_t max_text_bytes = static_cast<uint64_t>(max_model_len_) * tokenizer_->max_token_bytes();
@@ -306,7 +342,8 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
                          .max_tokens = max_tokens,
                          .ignore_eos = r.ignore_eos,
                          .num_logprobs = r.num_logprobs,
-                         .speculative = r.speculative};
+                         .speculative = r.speculative,
+                         .grammar = *grammar};
   if (options_.request_timeout_seconds > 0) {
     engine_request.deadline = request.arrival + std::chrono::microseconds(
                                                     static_cast<int64_t>(options_.request_timeout_seconds * 1e6));

@@ -7,12 +7,15 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "backend/backend.h"
 #include "engine/engine_loop.h"
+#include "grammar/token_mask.h"
 #include "model/model.h"
 #include "obs/metrics.h"
 #include "tokenizer/chat_template.h"
@@ -66,6 +69,10 @@ class LocalBackend : public Backend {
 
  private:
   LocalBackend() = default;
+  // The masker for a request's response_format (null for text), compiled once
+  // per schema and kept (with its mask cache) for the requests that follow;
+  // an error names what the schema compiler refused.
+  StatusOr<std::shared_ptr<GrammarMasker>> GrammarFor(const ResponseFormat& format);
 
   LocalBackendOptions options_;
   std::string model_name_;
@@ -79,6 +86,10 @@ class LocalBackend : public Backend {
   uint64_t bytes_per_block_ = 0;
   std::unique_ptr<EngineLoop> loop_;
   std::atomic<int64_t> next_seq_{1};
+
+  std::mutex grammar_mu_;
+  std::shared_ptr<const TokenTrie> trie_;  // the vocabulary's bytes, built at the first grammar
+  std::map<std::string, std::shared_ptr<GrammarMasker>> grammars_;  // by schema text
 
   MetricsRegistry* metrics_ = nullptr;
   int collector_id_ = 0;

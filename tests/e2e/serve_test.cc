@@ -8,6 +8,8 @@
 
 #include "run_command.h"
 #include "server_process.h"
+#include "tests/support/json_schema_validator.h"
+#include "tests/support/test_schemas.h"
 
 namespace tachyon::e2e {
 namespace {
@@ -352,6 +354,71 @@ TEST(ServeJinjaTest, TemplateFileRendersAndItsRefusalIsA400) {
       post(R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":4})");
   EXPECT_EQ(refused.substr(refused.size() - 3), "400") << refused;
   EXPECT_NE(refused.find("TemplateError: System role not supported"), std::string::npos) << refused;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// response_format through the binary: answers under every test schema (whole
+// and streamed) parse and validate; json_object gives an object; a schema the
+// compiler cannot honour and a forced tool call are 400s that say why.
+TEST(ServeStructuredOutputTest, AnswersFollowTheSchema) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  if (!fs::exists(StoriesModel())) GTEST_SKIP() << StoriesModel() << " is absent (needs ../shared)";
+  ServerProcess server({"--model", StoriesModel()});
+  ASSERT_TRUE(server.started());
+  auto post = [&](const nlohmann::json& body) {
+    std::string file = ::testing::TempDir() + "/structured_body_" + std::to_string(::getpid()) + ".json";
+    { std::ofstream(file) << body.dump(); }
+    return Curl("-s -N -w '\\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @" + file +
+                " " + server.url() + "/v1/completions");
+  };
+  auto split = [](const std::string& reply, std::string* body) {
+    const size_t nl = reply.rfind('\n');
+    *body = reply.substr(0, nl);
+    return reply.substr(nl + 1);
+  };
+  for (const std::string& text : testing::TestSchemas()) {
+    const nlohmann::json schema = nlohmann::json::parse(text);
+    testing::SchemaValidator validator(schema);
+    for (int seed = 0; seed < 3; ++seed) {
+      nlohmann::json request = {{"prompt", "Once upon a time"}, {"max_tokens", 200}, {"temperature", 1},
+                                {"seed", seed},
+                                {"response_format", {{"type", "json_schema"},
+                                                     {"json_schema", {{"name", "t"}, {"schema", schema}}}}}};
+      std::string body;
+      ASSERT_EQ(split(post(request), &body), "200") << body;
+      const nlohmann::json reply = nlohmann::json::parse(body);
+      const std::string answer = reply["choices"][0]["text"];
+      const nlohmann::json value = nlohmann::json::parse(answer, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << answer;
+      EXPECT_EQ(validator.Check(value), "") << answer;
+      request["stream"] = true;
+      ASSERT_EQ(split(post(request), &body), "200");
+      bool done = false;
+      std::string streamed;
+      for (const auto& e : SseEvents(body, &done)) {
+        if (!e["choices"].empty()) streamed += e["choices"][0]["text"].get<std::string>();
+      }
+      EXPECT_TRUE(done);
+      EXPECT_EQ(streamed, answer) << "the same seed streams the same answer";
+    }
+  }
+  std::string body;
+  ASSERT_EQ(split(post({{"prompt", "Once"}, {"max_tokens", 100}, {"response_format", {{"type", "json_object"}}}}), &body),
+            "200");
+  EXPECT_TRUE(nlohmann::json::parse(nlohmann::json::parse(body)["choices"][0]["text"].get<std::string>()).is_object());
+  const nlohmann::json bad_schema = {
+      {"prompt", "Once"},
+      {"response_format",
+       {{"type", "json_schema"}, {"json_schema", {{"name", "t"}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}}}};
+  EXPECT_EQ(split(post(bad_schema), &body), "400");
+  EXPECT_NE(body.find("'pattern' is not supported"), std::string::npos) << body;
+  EXPECT_NE(body.find("\"param\":\"response_format\""), std::string::npos) << body;
+  EXPECT_EQ(split(post({{"prompt", "Once"}, {"response_format", {{"type", "xml"}}}}), &body), "400");
+  EXPECT_EQ(split(post({{"prompt", "Once"}, {"tool_choice", "required"},
+                        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}),
+                  &body),
+            "400");
+  EXPECT_NE(body.find("does not call tools yet"), std::string::npos) << body;
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -108,6 +108,17 @@ StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view source, std::str
   t.bos_ = std::move(bos);
   t.eos_ = std::move(eos);
   t.strip_leading_bos_ = strip_leading_bos;
+  t.source_ = std::string(source);
+  // Probe: a call with object arguments; a template that writes them with
+  // tojson shows the key unescaped. Otherwise it expects the string.
+  std::vector<ChatMessage> probe = {{.role = "user", .content = "x"},
+                                    {.role = "assistant",
+                                     .content_null = true,
+                                     .tool_calls = {{"call_0", "tachyon_probe_fn", R"({"tachyon_probe_arg": 7})"}}},
+                                    {.role = "tool", .content = "y", .tool_call_id = "call_0", .name = "tachyon_probe_fn"}};
+  StatusOr<std::string> as_object = t.RenderJinja(probe, true, nullptr, nullptr);
+  t.tool_arguments_as_object_ = as_object.ok() && as_object->find("\"tachyon_probe_arg\"") != std::string::npos &&
+                                as_object->find("\\\"tachyon_probe_arg") == std::string::npos;
   return t;
 }
 
@@ -151,21 +162,45 @@ StatusOr<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_
 }
 
 StatusOr<std::string> ChatTemplate::RenderJinja(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                                std::vector<std::pair<size_t, size_t>>* content) const {
+                                                std::vector<std::pair<size_t, size_t>>* content,
+                                                const nlohmann::ordered_json* tools) const {
   jinja::Value list = jinja::Value(jinja::Value::List{});
   for (const ChatMessage& m : messages) {
     jinja::Value message = jinja::Value::MakeDict();
     message.dict().Set("role", jinja::Value(m.role));
-    message.dict().Set("content", jinja::Value::Literal(m.content));  // text, never markup
+    // Text, never markup.
+    message.dict().Set("content", m.content_null ? jinja::Value::None() : jinja::Value::Literal(m.content));
+    if (!m.tool_calls.empty()) {
+      jinja::Value calls = jinja::Value(jinja::Value::List{});
+      for (const ToolCall& c : m.tool_calls) {
+        jinja::Value function = jinja::Value::MakeDict();
+        function.dict().Set("name", jinja::Value(c.name));
+        nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+        if (tool_arguments_as_object_ && !parsed.is_discarded()) {
+          function.dict().Set("arguments", jinja::Value::FromJson(parsed));
+        } else {
+          function.dict().Set("arguments", jinja::Value::Literal(c.arguments));
+        }
+        jinja::Value call = jinja::Value::MakeDict();
+        call.dict().Set("id", jinja::Value(c.id));
+        call.dict().Set("type", jinja::Value(std::string("function")));
+        call.dict().Set("function", function);
+        calls.list().push_back(call);
+      }
+      message.dict().Set("tool_calls", calls);
+    }
+    if (!m.tool_call_id.empty()) message.dict().Set("tool_call_id", jinja::Value(m.tool_call_id));
+    if (!m.name.empty()) message.dict().Set("name", jinja::Value(m.name));
     list.list().push_back(message);
   }
   jinja::Value context = jinja::Value::MakeDict();
   context.dict().Set("messages", list);
+  if (tools != nullptr && tools->is_array() && !tools->empty()) context.dict().Set("tools", jinja::Value::FromJson(*tools));
   context.dict().Set("add_generation_prompt", jinja::Value(add_generation_prompt));
   context.dict().Set("bos_token", jinja::Value(bos_));
   context.dict().Set("eos_token", jinja::Value(eos_));
   std::vector<std::pair<size_t, size_t>> ranges;
-  ASSIGN_OR_RETURN(std::string text, jinja_->Render(context, static_cast<int64_t>(std::time(nullptr)), &ranges));
+  ASSIGN_OR_RETURN(std::string text, jinja_->Render(context, now_ != 0 ? now_ : static_cast<int64_t>(std::time(nullptr)), &ranges));
   if (strip_leading_bos_ && !bos_.empty() && text.compare(0, bos_.size(), bos_) == 0) {
     text.erase(0, bos_.size());
     for (auto& [a, b] : ranges) {
@@ -180,7 +215,8 @@ StatusOr<std::string> ChatTemplate::RenderJinja(const std::vector<ChatMessage>& 
 }
 
 StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                           std::vector<std::pair<size_t, size_t>>* content) const {
+                                           std::vector<std::pair<size_t, size_t>>* content,
+                                           const nlohmann::ordered_json* tools) const {
   if (messages.empty()) return InvalidArgumentError("messages must not be empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
@@ -189,7 +225,7 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
                                   "' is not one of system, user, assistant, tool");
     }
   }
-  if (jinja_) return RenderJinja(messages, add_generation_prompt, content);
+  if (jinja_) return RenderJinja(messages, add_generation_prompt, content, tools);
   using F = ChatTemplateFamily;
   std::string out;
   // A message's text: appended, and its range noted.

@@ -18,15 +18,29 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/jinja.h"
 
 namespace tachyon {
 
+// A call an assistant message made: `arguments` is JSON text, as OpenAI's
+// clients send it.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
   std::string role;  // system, user, assistant, tool
   std::string content;
+  bool content_null = false;         // "content": null (an assistant turn that only calls tools)
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;          // tool: the call it answers
+  std::string name;                  // tool (and some clients' function results): the function's name
 };
 
 enum class ChatTemplateFamily {
@@ -71,15 +85,29 @@ class ChatTemplate {
   // byte ranges of the rendered text that came from the messages (their
   // content, not the template's markup): they are tokenized with control
   // tokens off, so a message cannot spoof a turn (EncodeOptions::literal_ranges).
+  // `tools`: the request's tools (OpenAI's array), given to a Jinja template
+  // as `tools`; null or empty for none. Tool calls' arguments go in as the
+  // template reads them (tool_arguments_as_object()).
   StatusOr<std::string> Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
-                               std::vector<std::pair<size_t, size_t>>* content = nullptr) const;
+                               std::vector<std::pair<size_t, size_t>>* content = nullptr,
+                               const nlohmann::ordered_json* tools = nullptr) const;
+
+  // Whether the template serializes a tool call's arguments itself (tojson of
+  // an object) rather than writing a string it is given; found at load by
+  // rendering a probe call both ways.
+  bool tool_arguments_as_object() const { return tool_arguments_as_object_; }
+  // The Jinja source ("" for a family renderer): the tool-call syntax is read from it.
+  const std::string& source() const { return source_; }
+  // The clock strftime_now reads (Unix seconds); 0: the real one. For tests.
+  void set_now(int64_t unix_seconds) { now_ = unix_seconds; }
 
  private:
   ChatTemplate(ChatTemplateFamily family, std::string default_system)
       : family_(family), default_system_(std::move(default_system)) {}
 
   StatusOr<std::string> RenderJinja(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                    std::vector<std::pair<size_t, size_t>>* content) const;
+                                    std::vector<std::pair<size_t, size_t>>* content,
+                                    const nlohmann::ordered_json* tools) const;
 
   ChatTemplateFamily family_;
   // Used when the conversation has no system message (Qwen's templates supply one).
@@ -88,6 +116,9 @@ class ChatTemplate {
   std::string bos_, eos_;
   bool strip_leading_bos_ = false;
   std::string note_;
+  std::string source_;
+  bool tool_arguments_as_object_ = true;
+  int64_t now_ = 0;
 };
 
 }  // namespace tachyon

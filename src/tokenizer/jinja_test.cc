@@ -1,6 +1,7 @@
 // The Jinja interpreter: the 15 real templates of ../shared/fixtures/chat-templates
 // against the prompts Python's jinja2 renders (every .txt byte for byte, every
 // .error refused with its message), then the language's corners one by one.
+#include "tokenizer/chat_template.h"
 #include "tokenizer/jinja.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,80 @@ TEST(JinjaFixtureTest, EveryRealTemplateRendersAsJinja2Does) {
   }
   EXPECT_EQ(rendered + refused, 15 * 12);
   std::printf("%d prompts rendered byte for byte, %d refusals with jinja2's message\n", rendered, refused);
+}
+
+// A fixture conversation's messages as the API layer gives them to ChatTemplate
+// (tool-call arguments as JSON text, as OpenAI clients send them).
+std::vector<ChatMessage> Messages(const nlohmann::ordered_json& messages) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : messages) {
+    ChatMessage c{.role = m["role"]};
+    if (m["content"].is_null()) {
+      c.content_null = true;
+    } else {
+      c.content = m["content"];
+    }
+    for (const auto& call : m.value("tool_calls", nlohmann::ordered_json::array())) {
+      const auto& args = call["function"]["arguments"];
+      c.tool_calls.push_back({call.value("id", ""), call["function"]["name"],
+                              args.is_string() ? args.get<std::string>() : args.dump()});
+    }
+    c.tool_call_id = m.value("tool_call_id", "");
+    c.name = m.value("name", "");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// ChatTemplate with tools and tool calls: each template gets the arguments in
+// the form its probe chose, and renders exactly what jinja2 renders for that
+// form (arguments sent as strings or as objects alike), or refuses with its message.
+TEST(JinjaFixtureTest, ToolConversationsRenderInTheFormTheTemplateReads) {
+  const std::string dir = ChatTemplatesDir();
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
+  std::vector<nlohmann::ordered_json> conversations;
+  {
+    std::ifstream in(dir + "/conversations.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) conversations.push_back(nlohmann::ordered_json::parse(line));
+    }
+  }
+  int compared = 0, objects = 0;
+  for (const auto& entry : fs::directory_iterator(dir + "/templates")) {
+    const std::string name = entry.path().stem().string();
+    const auto [bos, eos] = SpecialTokens(name);
+    auto t = ChatTemplate::FromJinja(ReadFile(entry.path().string()), bos, eos, false);
+    ASSERT_TRUE(t.ok()) << name;
+    t->set_now(FixtureNow());
+    objects += t->tool_arguments_as_object();
+    for (const auto& c : conversations) {
+      std::string id = c["id"];
+      if (!c.contains("tools")) continue;
+      const bool argstr = id.size() > 7 && id.compare(id.size() - 7, 7, "-argstr") == 0;
+      const std::string base = argstr ? id.substr(0, id.size() - 7) : id;
+      const bool has_calls = fs::exists(dir + "/expected/" + name + "." + base + "-argstr.txt") ||
+                             fs::exists(dir + "/expected/" + name + "." + base + "-argstr.error");
+      // A template that writes the string it is given shows the client's text:
+      // the -argstr conversation carries it as the fixture rendered it.
+      if (has_calls && !t->tool_arguments_as_object() && !argstr) continue;
+      const std::string expected =
+          dir + "/expected/" + name + "." + base + (t->tool_arguments_as_object() || !has_calls ? "" : "-argstr");
+      const nlohmann::ordered_json tools = c["tools"];
+      StatusOr<std::string> out = t->Render(Messages(c["messages"]), c.value("add_generation_prompt", true), nullptr, &tools);
+      if (fs::exists(expected + ".txt")) {
+        ASSERT_TRUE(out.ok()) << name << " / " << id << ": " << out.status().message();
+        EXPECT_EQ(*out, ReadFile(expected + ".txt")) << name << " / " << id;
+      } else {
+        ASSERT_FALSE(out.ok()) << name << " / " << id;
+        EXPECT_EQ(out.status().message(), ReadFile(expected + ".error")) << name << " / " << id;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 15 * 3);
+  EXPECT_GT(objects, 0);
+  EXPECT_LT(objects, 15) << "some templates write the string they are given";
 }
 
 std::string Render(const std::string& source, const std::string& json = "{}") {

@@ -69,6 +69,36 @@ std::optional<ApiError> ParseMessages(const json& body, CompletionRequest* r) {
       } else {
         return Invalid(where + ".content must be a string or an array of content parts", where + ".content");
       }
+    } else {
+      message.content_null = true;
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      const json& calls = m["tool_calls"];
+      if (!calls.is_array()) return Invalid(where + ".tool_calls must be an array", where + ".tool_calls");
+      for (size_t k = 0; k < calls.size(); ++k) {
+        const json& c = calls[k];
+        const std::string cw = where + ".tool_calls[" + std::to_string(k) + "]";
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string()) {
+          return Invalid(cw + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", cw);
+        }
+        ToolCall call{.name = c["function"]["name"].get<std::string>()};
+        if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+        const json& args = c["function"].value("arguments", json("{}"));
+        if (args.is_string()) {
+          call.arguments = args.get<std::string>();
+        } else if (args.is_object()) {
+          call.arguments = Dump(args);
+        } else {
+          return Invalid(cw + ".function.arguments must be a JSON string", cw + ".function.arguments");
+        }
+        message.tool_calls.push_back(std::move(call));
+      }
+    }
+    for (const char* key : {"tool_call_id", "name"}) {
+      if (!m.contains(key) || m[key].is_null()) continue;
+      if (!m[key].is_string()) return Invalid(where + "." + key + " must be a string", where + "." + key);
+      (std::string(key) == "name" ? message.name : message.tool_call_id) = m[key].get<std::string>();
     }
     r->messages.push_back(std::move(message));
   }
@@ -115,6 +145,63 @@ std::optional<ApiError> ParseResponseFormat(const json& body, std::string_view t
     out.schema = nlohmann::ordered_json::parse(js["schema"].dump());
   }
   return std::nullopt;
+}
+
+// tools, tool_choice, parallel_tool_calls.
+std::optional<ApiError> ParseTools(const json& body, std::string_view text, CompletionRequest* r) {
+  const bool has_tools = body.contains("tools") && !body["tools"].is_null();
+  if (has_tools) {
+    const json& tools = body["tools"];
+    if (!tools.is_array()) return Invalid("'tools' must be an array", "tools");
+    if (tools.size() > 128) return Invalid("'tools' may hold at most 128 functions", "tools");
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const json& t = tools[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object()) {
+        return Invalid(where + " must be {\"type\": \"function\", \"function\": {...}}", where);
+      }
+      const json& f = t["function"];
+      if (!f.contains("name") || !f["name"].is_string() || f["name"].get_ref<const std::string&>().empty()) {
+        return Invalid(where + ".function.name must be a non-empty string", where + ".function.name");
+      }
+      if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object()) {
+        return Invalid(where + ".function.parameters must be a JSON Schema object", where + ".function.parameters");
+      }
+    }
+    // Read again with the order of keys kept (parameter schemas, the prompt's rendering).
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, false);
+    r->tools = ordered.is_object() && ordered.contains("tools") ? ordered["tools"]
+                                                                : nlohmann::ordered_json::parse(tools.dump());
+    r->tool_choice = tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  }
+  if (auto e = Bool(body, "parallel_tool_calls", &r->parallel_tool_calls)) return *e;
+  if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return std::nullopt;
+  const json& choice = body["tool_choice"];
+  if (choice.is_string()) {
+    const std::string& c = choice.get_ref<const std::string&>();
+    if (c == "none") {
+      r->tool_choice = ToolChoice::kNone;
+    } else if (c == "auto" || c == "required") {
+      if (r->tools.empty()) return Invalid("'tool_choice' " + c + " needs 'tools'", "tool_choice");
+      r->tool_choice = c == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
+    } else {
+      return Invalid("'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}", "tool_choice");
+    }
+    return std::nullopt;
+  }
+  if (!choice.is_object() || !choice.contains("function") || !choice["function"].is_object() ||
+      !choice["function"].contains("name") || !choice["function"]["name"].is_string()) {
+    return Invalid("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\"}}",
+                   "tool_choice");
+  }
+  r->tool_choice_name = choice["function"]["name"].get<std::string>();
+  for (const auto& t : r->tools) {
+    if (t["function"]["name"] == r->tool_choice_name) {
+      r->tool_choice = ToolChoice::kFunction;
+      return std::nullopt;
+    }
+  }
+  return Invalid("'tool_choice' names " + r->tool_choice_name + ", which is not in 'tools'", "tool_choice");
 }
 
 std::optional<ApiError> ParsePrompt(const json& body, CompletionRequest* r) {
@@ -270,6 +357,7 @@ std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoi
     r.num_logprobs = body["logprobs"].get<int>();
   }
   if (auto e = ParseResponseFormat(body, text, &r)) return *e;
+  if (auto e = ParseTools(body, text, &r)) return *e;
   if (body.contains("user") && body["user"].is_string()) r.user = body["user"].get<std::string>();
   r.body = std::move(body);
   return r;
@@ -320,13 +408,33 @@ json LogprobsJson(Endpoint endpoint, const std::vector<LogprobEntry>* entries, i
 
 }  // namespace
 
+namespace {
+
+json ToolCallsJson(const std::vector<ToolCall>& calls, int first_index, bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) c["index"] = first_index + static_cast<int>(i);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                            const std::string& text, const std::string& reason, const Usage& usage,
-                           const std::vector<LogprobEntry>* logprobs) {
+                           const std::vector<LogprobEntry>* logprobs, const std::vector<ToolCall>* tool_calls) {
   json choice = {{"index", 0}, {"logprobs", LogprobsJson(endpoint, logprobs, 0)}, {"finish_reason", Reason(reason)}};
   json out = {{"id", id}, {"created", created}, {"model", model}};
   if (endpoint == Endpoint::kChatCompletions) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
+    if (tool_calls != nullptr && !tool_calls->empty()) {
+      if (text.empty()) choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = ToolCallsJson(*tool_calls, 0, false);
+    }
     out["object"] = "chat.completion";
   } else {
     choice["text"] = text;
@@ -339,7 +447,8 @@ std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t cre
 
 std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                       const std::string& text, const std::string& reason, bool first,
-                      const std::vector<LogprobEntry>* logprobs, int64_t text_offset) {
+                      const std::vector<LogprobEntry>* logprobs, int64_t text_offset,
+                      const std::vector<ToolCall>* tool_calls, int first_call_index) {
   json choice = {{"index", 0},
                  {"logprobs", LogprobsJson(endpoint, logprobs, text_offset)},
                  {"finish_reason", Reason(reason)}};
@@ -347,7 +456,9 @@ std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created,
   if (endpoint == Endpoint::kChatCompletions) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!text.empty() || reason.empty()) delta["content"] = text;
+    const bool calls = tool_calls != nullptr && !tool_calls->empty();
+    if (!text.empty() || (reason.empty() && !calls)) delta["content"] = text;
+    if (calls) delta["tool_calls"] = ToolCallsJson(*tool_calls, first_call_index, true);
     choice["delta"] = delta;
     out["object"] = "chat.completion.chunk";
   } else {

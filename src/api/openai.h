@@ -59,6 +59,9 @@ struct ResponseFormat {
   nlohmann::ordered_json schema;  // json_schema.schema, its properties in the client's order
 };
 
+// tool_choice: none, auto, required, or one named function.
+enum class ToolChoice { kNone, kAuto, kRequired, kFunction };
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
@@ -77,6 +80,12 @@ struct CompletionRequest {
   bool speculative = true;     // Tachyon's extension: false opts out of speculative decoding
   int num_logprobs = -1;       // completions "logprobs": N; chat "logprobs": true + "top_logprobs": N; -1 off
   ResponseFormat response_format;
+  // Chat: the functions the model may call (OpenAI's `tools`, each checked to be
+  // {"type": "function", "function": {"name", "description"?, "parameters"?}}).
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  ToolChoice tool_choice = ToolChoice::kNone;  // auto when tools are given
+  std::string tool_choice_name;                // kFunction
+  bool parallel_tool_calls = true;
   std::string user;
   nlohmann::json body;  // the whole parsed request, unknown fields included
   // The client's bytes when they mean exactly `body` to any JSON reader (no object
@@ -110,13 +119,18 @@ struct Usage {
 
 // A whole (non-streamed) response.
 // logprobs: null when not asked for; text_offset: where the entries' text starts in the completion.
+// tool_calls (chat): the message's calls; its content is then null when empty.
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                            const std::string& text, const std::string& finish_reason, const Usage& usage,
-                           const std::vector<LogprobEntry>* logprobs = nullptr);
+                           const std::vector<LogprobEntry>* logprobs = nullptr,
+                           const std::vector<ToolCall>* tool_calls = nullptr);
 // One SSE chunk's JSON; `first` adds the assistant role to a chat delta.
+// tool_calls: delta.tool_calls, indexed from first_call_index, each with its
+// id, name and whole arguments.
 std::string ChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                       const std::string& text, const std::string& finish_reason, bool first,
-                      const std::vector<LogprobEntry>* logprobs = nullptr, int64_t text_offset = 0);
+                      const std::vector<LogprobEntry>* logprobs = nullptr, int64_t text_offset = 0,
+                      const std::vector<ToolCall>* tool_calls = nullptr, int first_call_index = 0);
 // The final usage chunk of stream_options.include_usage.
 std::string UsageChunkBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                            const Usage& usage);

@@ -46,12 +46,59 @@ TEST(OpenAiTest, ParsesCompletionsAndChat) {
 
 TEST(OpenAiTest, KeepsTheWholeBodyForPassthrough) {
   CompletionRequest c = Parse(R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},
-    {"type":"image_url","image_url":{"url":"data:..."}}]}],"tools":[{"type":"function"}],
+    {"type":"image_url","image_url":{"url":"data:..."}}]}],"tools":[{"type":"function","function":{"name":"f"}}],
     "response_format":{"type":"json_object"}})", Endpoint::kChatCompletions);
   EXPECT_TRUE(c.has_non_text_parts);
   EXPECT_EQ(c.messages[0].content, "a");
   EXPECT_EQ(c.body["tools"][0]["type"], "function");
   EXPECT_EQ(c.body["response_format"]["type"], "json_object");
+}
+
+TEST(OpenAiTest, ToolsToolChoiceAndToolCallMessages) {
+  CompletionRequest c = Parse(R"({"messages":[{"role":"user","content":"w?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\"}"}}]},
+    {"role":"tool","tool_call_id":"call_1","content":"-3"}],
+    "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"z":{},"a":{}}}}}]})",
+                              Endpoint::kChatCompletions);
+  EXPECT_EQ(c.tool_choice, ToolChoice::kAuto) << "auto when tools are given";
+  ASSERT_EQ(c.messages[1].tool_calls.size(), 1u);
+  EXPECT_TRUE(c.messages[1].content_null);
+  EXPECT_EQ(c.messages[1].tool_calls[0].arguments, R"({"city": "Oslo"})");
+  EXPECT_EQ(c.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(c.tools[0]["function"]["parameters"]["properties"].begin().key(), "z") << "the client's order";
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"f"}}])";
+  EXPECT_EQ(Parse(R"({"messages":[{"role":"user","content":"x"}],)" + tools + R"(,"tool_choice":"required"})",
+                  Endpoint::kChatCompletions).tool_choice, ToolChoice::kRequired);
+  CompletionRequest named = Parse(R"({"messages":[{"role":"user","content":"x"}],)" + tools +
+                                      R"(,"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false})",
+                                  Endpoint::kChatCompletions);
+  EXPECT_EQ(named.tool_choice, ToolChoice::kFunction);
+  EXPECT_EQ(named.tool_choice_name, "f");
+  EXPECT_FALSE(named.parallel_tool_calls);
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],)" + tools +
+                        R"(,"tool_choice":{"type":"function","function":{"name":"g"}}})", Endpoint::kChatCompletions).param,
+            "tool_choice");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})",
+                    Endpoint::kChatCompletions).param, "tool_choice");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
+                    Endpoint::kChatCompletions).param, "tools[0]");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":1}}]}]})",
+                    Endpoint::kChatCompletions).param, "messages[0].tool_calls[0]");
+}
+
+TEST(OpenAiTest, ToolCallsInBodiesAndChunks) {
+  const std::vector<ToolCall> calls = {{"call_a", "f", R"({"x":1})"}};
+  const nlohmann::json body = nlohmann::json::parse(
+      CompletionBody(Endpoint::kChatCompletions, "id", 1, "m", "", "tool_calls", {}, nullptr, &calls));
+  EXPECT_TRUE(body["choices"][0]["message"]["content"].is_null());
+  EXPECT_EQ(body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"x":1})");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  const nlohmann::json chunk = nlohmann::json::parse(
+      ChunkBody(Endpoint::kChatCompletions, "id", 1, "m", "", "", false, nullptr, 0, &calls, 2));
+  EXPECT_EQ(chunk["choices"][0]["delta"]["tool_calls"][0]["index"], 2);
+  EXPECT_EQ(chunk["choices"][0]["delta"]["tool_calls"][0]["id"], "call_a");
+  EXPECT_FALSE(chunk["choices"][0]["delta"].contains("content"));
 }
 
 TEST(OpenAiTest, WrongTypesInsideContentPartsAreErrorsNotExceptions) {

@@ -57,6 +57,43 @@ struct LocalBackend::Job {
   int64_t text_offset = 0;             // bytes of completion text before `logprobs`
   bool sent_first = false;
   std::atomic<bool> done{false};
+  // Chat with tools: auto (the answer is read for calls in the model's syntax),
+  // or a forced call (the grammar's JSON: a named function's arguments, or the calls).
+  enum class Tools { kOff, kAuto, kNamed, kRequired };
+  Tools tools = Tools::kOff;
+  ToolCallSyntax syntax = ToolCallSyntax::kJson;
+  std::string answer;   // with tools: the whole answer so far
+  size_t streamed = 0;  // bytes of `answer` sent as content
+
+  void ToolChunk(const std::vector<ToolCall>& calls) {
+    BackendChunk chunk{ChunkBody(endpoint(), request.id, request.created, request.model_name, "", "", !sent_first,
+                                 nullptr, 0, &calls, 0),
+                       "", ""};
+    sent_first = true;
+    sink->OnChunk(std::move(chunk));
+  }
+
+  // The answer read for calls, when it is finished.
+  std::vector<ToolCall> ReadCalls(std::string* content) const {
+    ParsedAnswer parsed;
+    if (tools == Tools::kNamed) {
+      nlohmann::ordered_json args = nlohmann::ordered_json::parse(answer, nullptr, false);
+      if (args.is_object()) {
+        parsed.calls.push_back({r().tool_choice_name, args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)});
+      } else {
+        parsed.content = answer;
+      }
+    } else {
+      parsed = ParseToolCalls(tools == Tools::kAuto ? syntax : ToolCallSyntax::kJson, answer);
+    }
+    if (!r().parallel_tool_calls && parsed.calls.size() > 1) parsed.calls.resize(1);
+    std::vector<ToolCall> calls;
+    for (size_t i = 0; i < parsed.calls.size(); ++i) {
+      calls.push_back({request.id + "_call_" + std::to_string(i), parsed.calls[i].name, parsed.calls[i].arguments});
+    }
+    *content = calls.empty() ? answer : parsed.content;
+    return calls;
+  }
 
   const CompletionRequest& r() const { return *request.request; }
   Endpoint endpoint() const { return r().endpoint; }
@@ -95,6 +132,7 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
   if (chat.ok()) {
     b->chat_template_ = *chat;
     b->chat_template_note_ = chat->note();
+    b->tool_syntax_ = DetectToolCallSyntax(chat->source());
   } else if (!options.chat_template.empty()) {
     return chat.status();
   } else {
@@ -223,16 +261,15 @@ std::string LocalBackend::Describe() const {
   return line;
 }
 
-StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::GrammarFor(const ResponseFormat& format) {
-  if (format.type == ResponseFormat::Type::kText) return std::shared_ptr<GrammarMasker>();
-  const std::string key = format.type == ResponseFormat::Type::kJsonObject ? "json_object" : format.schema.dump();
+StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::Masker(const std::string& key,
+                                                             const nlohmann::ordered_json* schema) {
   std::lock_guard<std::mutex> lock(grammar_mu_);
   if (auto it = grammars_.find(key); it != grammars_.end()) return it->second;
   std::shared_ptr<const JsonGrammar> grammar;
-  if (format.type == ResponseFormat::Type::kJsonObject) {
+  if (schema == nullptr) {
     grammar = AnyJsonObjectGrammar();
   } else {
-    ASSIGN_OR_RETURN(grammar, CompileJsonSchema(format.schema));
+    ASSIGN_OR_RETURN(grammar, CompileJsonSchema(*schema));
   }
   if (!trie_) {
     const Vocab& vocab = tokenizer_->vocab();
@@ -253,6 +290,37 @@ StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::GrammarFor(const Response
   return masker;
 }
 
+StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::GrammarFor(const ResponseFormat& format) {
+  if (format.type == ResponseFormat::Type::kText) return std::shared_ptr<GrammarMasker>();
+  if (format.type == ResponseFormat::Type::kJsonObject) return Masker("json_object", nullptr);
+  return Masker("schema:" + format.schema.dump(), &format.schema);
+}
+
+StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::ToolGrammarFor(const CompletionRequest& r) {
+  using ojson = nlohmann::ordered_json;
+  auto parameters = [](const ojson& tool) {
+    const ojson& f = tool["function"];
+    return f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : ojson({{"type", "object"}});
+  };
+  ojson schema;
+  if (r.tool_choice == ToolChoice::kFunction) {
+    for (const ojson& t : r.tools) {
+      if (t["function"]["name"] == r.tool_choice_name) schema = parameters(t);
+    }
+  } else {
+    ojson calls = ojson::array();
+    for (const ojson& t : r.tools) {
+      calls.push_back({{"type", "object"},
+                       {"properties", {{"name", {{"const", t["function"]["name"]}}}, {"arguments", parameters(t)}}},
+                       {"required", {"name", "arguments"}},
+                       {"additionalProperties", false}});
+    }
+    schema = r.parallel_tool_calls ? ojson({{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", calls}}}})
+                                   : ojson({{"anyOf", calls}});
+  }
+  return Masker("tools:" + schema.dump(), &schema);
+}
+
 CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
   const CompletionRequest& r = *request.request;
   const bool chat = r.endpoint == Endpoint::kChatCompletions;
@@ -265,12 +333,11 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
   if (r.has_non_text_parts) {
     return refuse(Invalid("this model reads text only; the message has other content parts", "messages"));
   }
-  // A forced tool call must not come back as plain text.
-  if (r.body.contains("tool_choice") && (r.body["tool_choice"].is_object() || r.body["tool_choice"] == "required")) {
-    return refuse(Invalid("this backend does not call tools yet; 'tool_choice' can only be none or auto", "tool_choice"));
-  }
-  StatusOr<std::shared_ptr<GrammarMasker>> grammar = GrammarFor(r.response_format);
-  if (!grammar.ok()) return refuse(Invalid(grammar.status().message(), "response_format"));
+  // A forced tool call is constrained to a valid call; otherwise the answer
+  // may follow response_format.
+  const bool forced = chat && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction);
+  StatusOr<std::shared_ptr<GrammarMasker>> grammar = forced ? ToolGrammarFor(r) : GrammarFor(r.response_format);
+  if (!grammar.ok()) return refuse(Invalid(grammar.status().message(), forced ? "tools" : "response_format"));
   // Cheap bounds before any rendering or encoding: n bytes of text are at least
   // n / max_token_bytes tokens, and every message renders to at least one token.
   const uint64_t max_text_bytes = static_cast<uint64_t>(max_model_len_) * tokenizer_->max_token_bytes();
@@ -301,7 +368,7 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
     }
     // Control tokens come from the template's markup only: a message's "<|im_end|>" is text.
     std::vector<std::pair<size_t, size_t>> content;
-    StatusOr<std::string> text = chat_template_->Render(r.messages, true, &content);
+    StatusOr<std::string> text = chat_template_->Render(r.messages, true, &content, &r.tools);
     if (!text.ok()) return refuse(Invalid(text.status().message(), "messages"));
     prompt = tokenizer_->Encode(*text, {.add_special = true, .parse_special = true, .literal_ranges = content});
   } else if (r.prompt_is_ids) {
@@ -336,6 +403,13 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
   job->num_prompt = num_prompt;
   job->sink = std::move(sink);
   job->text = std::make_unique<TextStream>(*tokenizer_, r.stop);
+  if (chat) {
+    job->syntax = tool_syntax_;
+    job->tools = r.tool_choice == ToolChoice::kAuto       ? Job::Tools::kAuto
+                 : r.tool_choice == ToolChoice::kFunction ? Job::Tools::kNamed
+                 : r.tool_choice == ToolChoice::kRequired ? Job::Tools::kRequired
+                                                          : Job::Tools::kOff;
+  }
   Request engine_request{.id = job->seq,
                          .prompt = std::move(prompt),
                          .sampling = ToEngine(r.sampling),
@@ -400,6 +474,48 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
     }
     const FinishReason reason = stopped ? FinishReason::kStop : out->finish_reason;
     if (stopped && out->finish_reason == FinishReason::kNone) loop->Cancel(job->seq);
+    if (job->tools != Job::Tools::kOff) {
+      job->answer += text;
+      if (reason == FinishReason::kNone) {
+        // Content streams up to where a call may begin; the rest waits for the end.
+        const size_t hold = job->tools == Job::Tools::kAuto && r.stream
+                                ? ToolCallHoldFrom(job->syntax, job->answer)
+                                : 0;
+        if (hold > job->streamed) {
+          job->Chunk(job->answer.substr(job->streamed, hold - job->streamed), "");
+          job->streamed = hold;
+        }
+        return;
+      }
+      job->done = true;
+      if (!stopped) job->answer += job->text->Finish();
+      prompt_tokens_->Add(static_cast<double>(job->num_prompt));
+      generation_tokens_->Add(static_cast<double>(job->num_generated));
+      std::string content;
+      const std::vector<ToolCall> calls = job->ReadCalls(&content);
+      BackendResult result =
+          job->Result(!calls.empty() && reason == FinishReason::kStop ? "tool_calls" : FinishName(reason));
+      if (r.stream) {
+        // What content is left: the part of the answer's text not yet sent.
+        const std::string sent = job->answer.substr(0, job->streamed);
+        if (content.compare(0, sent.size(), sent) == 0 && content.size() > sent.size()) {
+          job->Chunk(content.substr(sent.size()), "");
+        }
+        if (!calls.empty()) job->ToolChunk(calls);
+        job->Chunk("", result.finish_reason);
+        if (r.include_usage) {
+          job->sink->OnChunk({UsageChunkBody(r.endpoint, job->request.id, job->request.created,
+                                             job->request.model_name, result.usage),
+                              "", ""});
+        }
+      } else {
+        result.body = CompletionBody(r.endpoint, job->request.id, job->request.created, job->request.model_name,
+                                     content, result.finish_reason, result.usage,
+                                     want_logprobs ? &job->logprobs : nullptr, &calls);
+      }
+      job->sink->OnDone(std::move(result));
+      return;
+    }
     if (reason == FinishReason::kNone) {
       if (!r.stream) {
         job->full_text += text;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "api/tool_calls.h"
 #include "engine/engine_loop.h"
 #include "grammar/token_mask.h"
 #include "model/model.h"
@@ -73,6 +74,11 @@ class LocalBackend : public Backend {
   // per schema and kept (with its mask cache) for the requests that follow;
   // an error names what the schema compiler refused.
   StatusOr<std::shared_ptr<GrammarMasker>> GrammarFor(const ResponseFormat& format);
+  // The grammar of a forced tool call (tool_choice required or a named
+  // function): the named function's arguments, or {"name", "arguments"} of one
+  // of the tools (an array of them when parallel calls are allowed).
+  StatusOr<std::shared_ptr<GrammarMasker>> ToolGrammarFor(const CompletionRequest& r);
+  StatusOr<std::shared_ptr<GrammarMasker>> Masker(const std::string& key, const nlohmann::ordered_json* schema);
 
   LocalBackendOptions options_;
   std::string model_name_;
@@ -81,6 +87,7 @@ class LocalBackend : public Backend {
   std::optional<ChatTemplate> chat_template_;
   std::string chat_disabled_reason_;
   std::string chat_template_note_;
+  ToolCallSyntax tool_syntax_ = ToolCallSyntax::kJson;  // how the template's model writes calls
   int64_t max_model_len_ = 0;
   int num_blocks_ = 0;
   uint64_t bytes_per_block_ = 0;

@@ -177,17 +177,22 @@ bool Engine::MaskRows(Active& active, const Sequence& seq, const ScheduledSequen
   std::string rest;
   for (int64_t i = 0; i <= s.num_draft_tokens; ++i) {
     std::span<float> row = rows.subspan(i * n_vocab, n_vocab);
-    // Near max_tokens, only the shortest completion's bytes: the answer stays valid.
+    // Near max_tokens, only tokens after which the shortest completion still
+    // fits in the tokens left (a token adds a byte or more): the answer stays
+    // valid; where that cannot be checked, the shortest completion's bytes (and
+    // the answer's finish reason is "length"). Nested too deep: the shortest
+    // completion's bytes until shallower.
     const int64_t left = active.request.max_tokens - seq.num_generated() - i;
-    const bool out_of_room =
-        m.Shortest(&rest) && static_cast<int64_t>(rest.size()) + m.grammar().close_margin >= left;
-    // Nested too deep: close until shallower (a bound on the answer, not the grammar's).
-    const bool closing = out_of_room || (MaxNesting(m.state()) >= kMaxDepth && m.Shortest(&rest));
+    const bool has_rest = m.Shortest(&rest);
+    const bool near_end = has_rest && static_cast<int64_t>(rest.size()) + m.grammar().close_margin >= left;
+    bool closing = has_rest && MaxNesting(m.state()) >= kMaxDepth;
+    if (!closing) {
+      masker.FillMask(m.state(), &mask_bits_);
+      if (near_end) closing = !masker.KeepWithinBudget(m.state(), left - 1, &mask_bits_);
+    }
     if (closing) {
       masker.trie().Prefixes(rest, &mask_bits_);
-      if (i == 0 && out_of_room) active.closing = true;
-    } else {
-      masker.FillMask(m.state(), &mask_bits_);
+      if (near_end && i == 0) active.closing = true;
     }
     // End of generation (and the request's stop tokens) only where the output is complete.
     const bool complete = m.IsComplete() && (!closing || rest.empty());

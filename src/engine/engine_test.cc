@@ -697,6 +697,26 @@ TEST(EngineTest, GrammarSampledAnswersParseAndValidate) {
   }
 }
 
+// A small max_tokens: answers are steered to fit (only tokens after which the
+// shortest completion still fits), so they still parse and validate.
+TEST(EngineTest, GrammarAnswersFitInASmallMaxTokens) {
+  for (const int max_tokens : {30, 45, 80}) {
+    for (size_t k : {0u, 2u}) {
+      const std::string& text = testing::TestSchemas()[k];
+      auto grammar = std::move(CompileJsonSchema(nlohmann::ordered_json::parse(text))).value();
+      testing::SchemaValidator validator(nlohmann::json::parse(text));
+      std::map<FinishReason, int> reasons;
+      auto out = RunGrammar(grammar, 40, {.temperature = 1.0f, .seed = 77}, max_tokens, &reasons);
+      for (const auto& [id, tokens] : out) {
+        EXPECT_LE(static_cast<int>(tokens.size()), max_tokens);
+        nlohmann::json value = nlohmann::json::parse(Text(tokens), nullptr, false);
+        ASSERT_FALSE(value.is_discarded()) << max_tokens << ": " << Text(tokens);
+        EXPECT_EQ(validator.Check(value), "") << Text(tokens);
+      }
+    }
+  }
+}
+
 // json_object with every sampling option on.
 TEST(EngineTest, GrammarJsonObjectWithEverySamplingOption) {
   std::map<FinishReason, int> reasons;

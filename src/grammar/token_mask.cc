@@ -131,6 +131,50 @@ const GrammarMasker::Entry& GrammarMasker::Lookup(const Key& key) {
   return cache_.emplace(key, std::move(entry)).first->second;
 }
 
+bool GrammarMasker::KeepWithinBudget(const MatchState& state, int64_t budget, std::vector<uint64_t>* bits) {
+  constexpr int64_t kMaxChecked = 8192;
+  int64_t count = 0;
+  for (uint64_t w : *bits) count += __builtin_popcountll(w);
+  if (count > kMaxChecked) return false;
+  // A walk of the trie from `state` that enters only subtrees holding an
+  // allowed token (prefixes shared, buffers reused), measuring at each one.
+  const TokenTrie& t = *trie_;
+  auto allowed = [&](int32_t id) { return ((*bits)[id >> 6] >> (id & 63)) & 1; };
+  scratch_bits_.assign(bits->size(), 0);
+  bool any = false;
+  states_[0] = state;
+  for (int32_t i = 0; i < t.num_nodes();) {
+    bool wanted = false;  // some allowed token in this subtree
+    for (const int32_t* id = t.tokens_begin(i); id != t.tokens_end(t.end(i) - 1) && !wanted; ++id) wanted = allowed(*id);
+    if (!wanted) {
+      i = t.end(i);
+      continue;
+    }
+    const int32_t d = t.depth(i);
+    MatchStep(*grammar_, states_[d - 1], t.byte(i), &states_[d], nullptr);
+    if (states_[d].empty()) {
+      i = t.end(i);
+      continue;
+    }
+    bool fits = false, measured = false;
+    for (const int32_t* id = t.tokens_begin(i); id != t.tokens_end(i); ++id) {
+      if (!allowed(*id)) continue;
+      if (!measured) {
+        fits = ShortestCompletion(*grammar_, states_[d], &rest_) && static_cast<int64_t>(rest_.size()) <= budget;
+        measured = true;
+      }
+      if (fits) {
+        SetBit(&scratch_bits_, *id);
+        any = true;
+      }
+    }
+    ++i;
+  }
+  if (!any) return false;
+  bits->swap(scratch_bits_);
+  return true;
+}
+
 void GrammarMasker::FillMask(const MatchState& state, std::vector<uint64_t>* bits) {
   const size_t words = (static_cast<size_t>(trie_->vocab_size()) + 63) / 64;
   bits->assign(words, 0);

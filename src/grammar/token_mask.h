@@ -75,6 +75,12 @@ class GrammarMasker {
   // `state` alive. End-of-generation is the caller's (allowed when complete).
   void FillMask(const MatchState& state, std::vector<uint64_t>* bits);
 
+  // Clears from `bits` (a FillMask of `state`) the tokens after which the
+  // shortest completion is longer than `budget` bytes. False, leaving `bits`
+  // as they are, when more tokens are allowed than it checks (8192) or none
+  // would be left.
+  bool KeepWithinBudget(const MatchState& state, int64_t budget, std::vector<uint64_t>* bits);
+
   const std::shared_ptr<const JsonGrammar>& grammar() const { return grammar_; }
   const TokenTrie& trie() const { return *trie_; }
   const MaskStats& stats() const { return stats_; }
@@ -101,6 +107,7 @@ class GrammarMasker {
   std::vector<MatchState> states_;  // per trie depth, reused
   MatchState parent_;
   std::vector<uint64_t> scratch_bits_;
+  std::string rest_;
   MaskStats stats_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -414,12 +415,99 @@ TEST(ServeStructuredOutputTest, AnswersFollowTheSchema) {
   EXPECT_NE(body.find("'pattern' is not supported"), std::string::npos) << body;
   EXPECT_NE(body.find("\"param\":\"response_format\""), std::string::npos) << body;
   EXPECT_EQ(split(post({{"prompt", "Once"}, {"response_format", {{"type", "xml"}}}}), &body), "400");
-  EXPECT_EQ(split(post({{"prompt", "Once"}, {"tool_choice", "required"},
-                        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}),
-                  &body),
-            "400");
-  EXPECT_NE(body.find("does not call tools yet"), std::string::npos) << body;
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// Tools through the binary (stories260K, 512 tokens of context, with a small
+// ChatML template that writes calls Hermes-style): a forced call (required, or a named function) is always a
+// valid call whose arguments validate against the tool's parameters, whole and
+// streamed as delta.tool_calls; tool calls and results in the history render.
+TEST(ServeToolsTest, ForcedCallsAreValidCalls) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  if (!fs::exists(StoriesModel())) GTEST_SKIP() << StoriesModel() << " is absent (needs ../shared)";
+  const std::string chatml = ::testing::TempDir() + "/tools_chatml_" + std::to_string(::getpid()) + ".jinja";
+  {
+    std::ofstream(chatml) << "{%- for m in messages %}<|im_start|>{{ m.role }}\n"
+                             "{% if m.content %}{{ m.content }}{% endif %}"
+                             "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function|tojson }}</tool_call>{% endfor %}"
+                             "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  }
+  ServerProcess server({"--model", StoriesModel(), "--chat-template", chatml});
+  ASSERT_TRUE(server.started());
+  auto post = [&](const nlohmann::json& body) {
+    std::string file = ::testing::TempDir() + "/tools_body_" + std::to_string(::getpid()) + ".json";
+    { std::ofstream(file) << body.dump(); }
+    const std::string reply = Curl("-s -N -w '\\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @" +
+                                   file + " " + server.url() + "/v1/chat/completions");
+    const size_t nl = reply.rfind('\n');
+    return std::make_pair(reply.substr(nl + 1), reply.substr(0, nl));
+  };
+  const nlohmann::json weather = nlohmann::json::parse(R"({"type":"object","properties":{"city":{"type":"string","maxLength":10},
+      "unit":{"enum":["celsius","fahrenheit"]}},"required":["city"],"additionalProperties":false})");
+  const nlohmann::json search = nlohmann::json::parse(R"({"type":"object","properties":{"query":{"type":"string","maxLength":8},
+      "top_k":{"type":"integer","minimum":1,"maximum":5}},"required":["query","top_k"]})");
+  const nlohmann::json tools = {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", weather}}}},
+                                {{"type", "function"}, {"function", {{"name", "search_docs"}, {"parameters", search}}}}};
+  const std::map<std::string, testing::SchemaValidator> validators = {{"get_weather", testing::SchemaValidator(weather)},
+                                                                      {"search_docs", testing::SchemaValidator(search)}};
+  nlohmann::json request = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                            {"tools", tools}, {"max_tokens", 120}, {"temperature", 1}};
+  int calls = 0;
+  for (int seed = 0; seed < 40; ++seed) {
+    request["seed"] = seed;
+    request["tool_choice"] = seed % 2 == 0 ? nlohmann::json("required")
+                                           : nlohmann::json({{"type", "function"}, {"function", {{"name", "search_docs"}}}});
+    request["parallel_tool_calls"] = seed % 4 != 1;
+    auto [status, body] = post(request);
+    ASSERT_EQ(status, "200") << body;
+    const nlohmann::json reply = nlohmann::json::parse(body);
+    const nlohmann::json& message = reply["choices"][0]["message"];
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "tool_calls") << body;
+    ASSERT_TRUE(message.contains("tool_calls")) << body;
+    EXPECT_TRUE(message["content"].is_null());
+    for (const auto& call : message["tool_calls"]) {
+      const std::string name = call["function"]["name"];
+      ASSERT_TRUE(validators.count(name)) << body;
+      if (seed % 2 == 1) EXPECT_EQ(name, "search_docs");
+      const nlohmann::json args = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
+      EXPECT_EQ(validators.at(name).Check(args), "") << body;
+      EXPECT_EQ(call["type"], "function");
+      EXPECT_FALSE(call["id"].get<std::string>().empty());
+      ++calls;
+    }
+  }
+  EXPECT_GE(calls, 40);
+  request["stream"] = true;
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  auto [status, body] = post(request);
+  ASSERT_EQ(status, "200");
+  bool done = false;
+  int deltas = 0;
+  std::string reason;
+  for (const auto& e : SseEvents(body, &done)) {
+    const nlohmann::json& choice = e["choices"][0];
+    if (choice["delta"].contains("tool_calls")) {
+      const nlohmann::json& call = choice["delta"]["tool_calls"][0];
+      EXPECT_EQ(call["index"], 0);
+      EXPECT_EQ(call["function"]["name"], "get_weather");
+      EXPECT_EQ(validators.at("get_weather").Check(nlohmann::json::parse(call["function"]["arguments"].get<std::string>())), "");
+      ++deltas;
+    }
+    if (!choice["finish_reason"].is_null()) reason = choice["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(deltas, 1);
+  EXPECT_EQ(reason, "tool_calls");
+  // A history with a call and its result renders through the template.
+  nlohmann::json history = {{"messages", nlohmann::json::parse(R"([{"role":"user","content":"Weather in Oslo?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\"}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"-3 C"}])")},
+                            {"tools", tools}, {"max_tokens", 8}, {"tool_choice", "none"}};
+  auto [history_status, history_body] = post(history);
+  EXPECT_EQ(history_status, "200") << history_body;
+  EXPECT_EQ(post({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tool_choice", "required"}}).first, "400");
+  EXPECT_EQ(server.Stop(), 0);
+  fs::remove(chatml);
 }
 
 }  // namespace

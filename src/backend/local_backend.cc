@@ -282,9 +282,10 @@ StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::Masker(const std::string&
     }
     trie_ = std::make_shared<const TokenTrie>(bytes);
   }
-  // Schemas stay compiled while few; a client that sends a new one each time
-  // gets a fresh cache rather than unbounded memory.
-  if (grammars_.size() >= 64) grammars_.clear();
+  // Schemas stay compiled while few (each mask cache holds at most 32 MiB); a
+  // client that sends a new one each time gets a fresh set rather than
+  // unbounded memory.
+  if (grammars_.size() >= 16) grammars_.clear();
   auto masker = std::make_shared<GrammarMasker>(std::move(grammar), trie_);
   grammars_.emplace(key, masker);
   return masker;

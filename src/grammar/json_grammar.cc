@@ -303,7 +303,12 @@ class Compiler {
   int depth_ = 0;
 };
 
-// A value of `n` from its children's shortest values (false while one is unknown).
+// The longest "shortest value" a schema may have: a request's schema cannot
+// make the server build gigabytes (minItems nested in minItems).
+constexpr size_t kMaxShortestBytes = size_t{1} << 20;
+
+// A value of `n` from its children's shortest values (false while one is
+// unknown, or when it would pass kMaxShortestBytes).
 bool ShortestOf(const JsonGrammar& g, const JsonNode& n, std::string* out) {
   auto known = [&](int32_t node) { return g.has_shortest[node]; };
   switch (n.kind) {
@@ -311,7 +316,7 @@ bool ShortestOf(const JsonGrammar& g, const JsonNode& n, std::string* out) {
       std::string s = "{";
       for (const JsonProperty& p : n.properties) {
         if (!p.required) continue;
-        if (!known(p.node)) return false;
+        if (!known(p.node) || s.size() + p.key.size() + g.shortest[p.node].size() > kMaxShortestBytes) return false;
         s += (s.size() > 1 ? "," : "") + p.key + ":" + g.shortest[p.node];
       }
       *out = s + "}";
@@ -320,6 +325,9 @@ bool ShortestOf(const JsonGrammar& g, const JsonNode& n, std::string* out) {
     case NodeKind::kMap: *out = "{}"; return true;
     case NodeKind::kArray: {
       if (n.min_items > 0 && !known(n.value)) return false;
+      if (n.min_items > 0 && static_cast<size_t>(n.min_items) * (g.shortest[n.value].size() + 1) > kMaxShortestBytes) {
+        return false;
+      }
       std::string s = "[";
       for (int64_t i = 0; i < n.min_items; ++i) s += (i > 0 ? "," : "") + g.shortest[n.value];
       *out = s + "]";
@@ -395,7 +403,10 @@ StatusOr<std::shared_ptr<const JsonGrammar>> CompileJsonSchema(const nlohmann::o
     Compiler c(schema);
     std::shared_ptr<JsonGrammar> g = c.Run();
     ComputeShortest(*g);
-    if (!g->has_shortest[g->root]) return InvalidArgumentError("json schema: no finite value satisfies it");
+    if (!g->has_shortest[g->root]) {
+      return InvalidArgumentError("json schema: no value of it is finite and under 1 MiB (a required property or "
+                                  "minItems that recurses without end, or minItems / minLength too large)");
+    }
     return std::shared_ptr<const JsonGrammar>(g);
   } catch (const Refusal& e) {
     return InvalidArgumentError(std::string("json schema ") + e.what());

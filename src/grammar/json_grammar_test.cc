@@ -134,7 +134,10 @@ TEST(JsonGrammarTest, RefusesWhatItCannotHonourByName) {
            {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'b'"},
            {R"({"type":"integer","minimum":5,"maximum":4})", "minimum"},
            {R"({"type":"wat"})", "wat"},
-           {R"(false)", "false"}}) {
+           {R"(false)", "false"},
+           {R"({"type":"array","minItems":100000,"items":{"type":"array","minItems":100000}})", "1 MiB"},
+           {R"({"$defs":{"n":{"type":"object","properties":{"n":{"$ref":"#/$defs/n"}},"required":["n"]}},"$ref":"#/$defs/n"})",
+            "finite"}}) {
     auto g = CompileJsonSchema(nlohmann::ordered_json::parse(schema));
     ASSERT_FALSE(g.ok()) << schema;
     EXPECT_NE(g.status().message().find(word), std::string::npos) << g.status().message();

@@ -453,7 +453,13 @@ Fed FeedFrame(const JsonGrammar& g, Frame& f, uint8_t b, int32_t* child) {
   return Fed::kReject;
 }
 
+// A crafted schema (anyOf in anyOf, alternatives alike for a while) could
+// multiply the stacks without bound; past this many the rest are dropped (what
+// remains is still valid, just fewer ways to go on).
+constexpr size_t kMaxStacks = 256;
+
 void AddStack(const std::vector<Frame>& st, MatchState* out) {
+  if (out->num_stacks() >= kMaxStacks) return;
   for (size_t i = 0; i < out->num_stacks(); ++i) {
     const size_t b = out->begin_of(i), e = out->ends[i];
     if (e - b == st.size() && std::equal(st.begin(), st.end(), out->frames.begin() + b)) return;

@@ -8,7 +8,7 @@ namespace {
 
 // The cache is dropped whole when it grows past this (a pathological schema
 // or a long answer with many distinct counters), and refilled as needed.
-constexpr size_t kMaxCacheBytes = size_t{128} << 20;
+constexpr size_t kMaxCacheBytes = size_t{32} << 20;
 
 void SetBit(std::vector<uint64_t>* bits, int32_t id) { (*bits)[id >> 6] |= uint64_t{1} << (id & 63); }
 

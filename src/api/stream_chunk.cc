@@ -45,6 +45,14 @@ bool StreamChunkParser::Parse(std::string_view data, bool chat, StreamChunk* out
   if (chat) {
     simdjson::dom::object delta;
     if (choice["delta"].get_object().get(delta)) return true;
+    simdjson::dom::array calls;
+    if (!delta["tool_calls"].get_array().get(calls)) {
+      for (simdjson::dom::element call : calls) {
+        std::string_view piece;
+        if (!call["function"]["name"].get_string().get(piece)) out->tool_text += piece;
+        if (!call["function"]["arguments"].get_string().get(piece)) out->tool_text += piece;
+      }
+    }
     if (delta["content"].get_string().get(text) || text.empty()) {
       if (delta["reasoning_content"].get_string().get(text)) return true;
     }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string>
 #include <string_view>
 
 namespace tachyon {
@@ -21,6 +22,7 @@ struct StreamChunk {
   std::string_view text;          // choices[0].text, or .delta.content (.delta.reasoning_content when empty)
   std::string_view finish_reason; // choices[0].finish_reason, "" when null or absent
   bool has_choice = false;        // choices[0] exists
+  std::string tool_text;          // chat: delta.tool_calls' function names and argument fragments, joined
   bool has_usage = false;
   int64_t prompt_tokens = 0, completion_tokens = 0;
 };

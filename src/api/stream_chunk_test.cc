@@ -29,6 +29,10 @@ TEST(StreamChunkParserTest, ReadsTextReasonUsageAndErrors) {
   EXPECT_FALSE(parser.Parse("[1,2]", true, &c));
   ASSERT_TRUE(parser.Parse(R"({"choices":[{"delta":{"tool_calls":[{"index":0}]}}]})", true, &c));
   EXPECT_TRUE(c.text.empty()) << "a tool-call delta carries no content";
+  StreamChunk call;
+  ASSERT_TRUE(parser.Parse(R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\""}}]}}]})",
+                           true, &call));
+  EXPECT_EQ(call.tool_text, R"(f{"a")");
 }
 
 TEST(StreamChunkParserTest, NegativeUsageCountsAreReadAsAbsent) {

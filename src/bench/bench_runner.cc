@@ -83,7 +83,9 @@ struct InFlight {
       usage_prompt = chunk.prompt_tokens;
       usage_completion = chunk.completion_tokens;
     }
-    if (chunk.text.empty()) return;
+    // A tool call's fragments count as output like content.
+    const std::string_view piece = chunk.text.empty() ? std::string_view(chunk.tool_text) : chunk.text;
+    if (piece.empty()) return;
     if (content_chunks >= MaxContentChunks(record.max_tokens)) {
       oversized = true;
       record.error_kind = "oversized_stream";
@@ -92,7 +94,7 @@ struct InFlight {
       return;
     }
     record.chunk_seconds.push_back(Since(sent, now));
-    reply.append(chunk.text);
+    reply.append(piece);
     ++content_chunks;
   }
 
@@ -116,6 +118,14 @@ struct InFlight {
     if (c.contains("message") && c["message"].is_object() && c["message"].contains("content") &&
         c["message"]["content"].is_string()) {
       text = c["message"]["content"].get<std::string>();
+    }
+    if (text.empty() && c.contains("message") && c["message"].is_object() && c["message"].contains("tool_calls") &&
+        c["message"]["tool_calls"].is_array()) {
+      for (const auto& call : c["message"]["tool_calls"]) {
+        if (call.is_object() && call.contains("function") && call["function"].is_object()) {
+          text += call["function"].value("name", "") + call["function"].value("arguments", "");
+        }
+      }
     }
     if (text.empty()) return;
     record.chunk_seconds.push_back(Since(sent, end));
@@ -434,6 +444,11 @@ std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
                         const std::vector<std::pair<std::string, std::string>>& history) {
   nlohmann::json body = target.extra_body.is_object() ? target.extra_body : nlohmann::json::object();
   if (!target.model.empty()) body["model"] = target.model;
+  // The prompt file's own fields (tools, tool_choice, response_format, ...).
+  if (!turn.request_fields.empty()) {
+    const nlohmann::json fields = nlohmann::json::parse(turn.request_fields);
+    for (const auto& [k, v] : fields.items()) body[k] = v;
+  }
   if (target.endpoint == "chat") {
     nlohmann::json messages = nlohmann::json::array();
     if (!turn.messages_json.empty()) {

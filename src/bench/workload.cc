@@ -244,6 +244,11 @@ Status Workload::LoadPrompts() {
       }
       e.max_tokens = j["max_tokens"].get<int64_t>();
     }
+    nlohmann::json fields = nlohmann::json::object();
+    for (const char* key : {"tools", "tool_choice", "parallel_tool_calls", "response_format"}) {
+      if (j.contains(key)) fields[key] = j[key];
+    }
+    if (!fields.empty()) e.request_fields = fields.dump();
     if (j.contains("messages")) {
       const nlohmann::json& m = j["messages"];
       if (!m.is_array() || m.empty()) return bad("'messages' must be a non-empty array");
@@ -409,6 +414,7 @@ BenchTurn Workload::Turn(size_t session, int turn) const {
     const PromptEntry& e = prompts_.at(plan.source_idx);
     out.text = e.turns.at(std::min<size_t>(turn, e.turns.size() - 1));
     out.messages_json = e.messages_json;
+    out.request_fields = e.request_fields;
     out.max_tokens = e.max_tokens > 0 ? e.max_tokens : options_.output_len.Sample(rng);
     if (options_.tokenizer != nullptr) {
       out.ids = options_.tokenizer->Encode(out.text, {.add_special = false});

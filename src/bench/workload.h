@@ -6,7 +6,8 @@
 //   trace          an Azure CSV or Mooncake JSONL trace, with its own arrival times;
 //                  Mooncake requests with equal hash_ids get equal 512-token blocks
 //   prompts        a JSONL file of prompts ("prompt", "messages", "turns", "instruction",
-//                  "text" or "question"; optional "max_tokens"), cycled as needed
+//                  "text" or "question"; optional "max_tokens", and "tools", "tool_choice",
+//                  "parallel_tool_calls", "response_format" sent as they are), cycled as needed
 //   conversation   sessions of several turns; each turn resends the growing history
 //                  (the history itself is kept by the runner, from the real replies)
 //
@@ -68,6 +69,7 @@ struct BenchTurn {
   std::string text;
   std::vector<TokenId> ids;
   std::string messages_json;   // a JSON array of {role, content}
+  std::string request_fields;  // a JSON object of the prompt file's request fields (tools, response_format, ...)
   int64_t max_tokens = 0;      // 0: the server's default
   int64_t input_tokens = 0;    // what the workload aimed for (words without a tokenizer)
   bool conversation = false;   // a turn of the conversation workload (sent with its history)
@@ -104,6 +106,7 @@ class Workload {
   struct PromptEntry {
     std::vector<std::string> turns;  // user texts
     std::string messages_json;       // whole chat, when the file gave one
+    std::string request_fields;      // tools, tool_choice, parallel_tool_calls, response_format
     int64_t max_tokens = 0;
   };
 

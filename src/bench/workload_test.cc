@@ -1,5 +1,7 @@
 #include "bench/workload.h"
 
+#include "bench/bench_runner.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -210,6 +212,23 @@ TEST_F(WorkloadFileTest, ShareGptConversationsOneRequestPerHumanTurn) {
                 .message()
                 .find("unknown 'from': bot"),
             std::string::npos);
+}
+
+// A prompt file's tools and response_format go out with each request.
+TEST_F(WorkloadFileTest, PromptFileRequestFieldsAreSent) {
+  const std::string path = Write(
+      R"({"messages": [{"role": "user", "content": "Weather?"}], "tool_choice": "required",)"
+      R"( "tools": [{"type": "function", "function": {"name": "f"}}]})" "\n"
+      R"({"prompt": "Extract", "response_format": {"type": "json_object"}, "max_tokens": 9})" "\n");
+  auto w = Make({.kind = "prompts", .prompts_path = path, .num_requests = 2});
+  const BenchTurn chat = w->Turn(0, 0), plain = w->Turn(1, 0);
+  EXPECT_EQ(chat.request_fields, R"({"tool_choice":"required","tools":[{"function":{"name":"f"},"type":"function"}]})");
+  const nlohmann::json body = nlohmann::json::parse(RequestBody({.endpoint = "chat"}, chat, {}));
+  EXPECT_EQ(body["tool_choice"], "required");
+  EXPECT_EQ(body["messages"][0]["content"], "Weather?");
+  const nlohmann::json completion = nlohmann::json::parse(RequestBody({.endpoint = "completions"}, plain, {}));
+  EXPECT_EQ(completion["response_format"]["type"], "json_object");
+  EXPECT_EQ(completion["max_tokens"], 9);
 }
 
 TEST(WorkloadSharedDataTest, FastChatIdentityAsShareGpt) {

@@ -444,7 +444,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
       ->capture_default_str();
   cmd->add_option("--prompts", flags->prompts,
                   "prompts / conversation: JSONL with prompt, messages, turns (MT-Bench), instruction, text or "
-                  "question, and optional max_tokens; or a ShareGPT / FastChat JSON array of {conversations: [{from, value}]}, "
+                  "question, and optional max_tokens, tools, tool_choice, parallel_tool_calls, response_format (sent as they are); or a ShareGPT / FastChat JSON array of {conversations: [{from, value}]}, "
                   "one request per human turn with the conversation so far");
   cmd->add_option("--turns", flags->turns, "conversation without --prompts: turns per session")
       ->capture_default_str();

@@ -55,17 +55,21 @@ std::pair<std::string, std::string> SpecialTokens(const std::string& name) {
   return {};
 }
 
+// The fixture's conversations, one JSON object a line.
+std::vector<nlohmann::ordered_json> Conversations(const std::string& dir) {
+  std::vector<nlohmann::ordered_json> out;
+  std::ifstream in(dir + "/conversations.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::ordered_json::parse(line));
+  }
+  return out;
+}
+
 TEST(JinjaFixtureTest, EveryRealTemplateRendersAsJinja2Does) {
   const std::string dir = ChatTemplatesDir();
   if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
-  std::vector<nlohmann::ordered_json> conversations;
-  {
-    std::ifstream in(dir + "/conversations.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) conversations.push_back(nlohmann::ordered_json::parse(line));
-    }
-  }
+  const std::vector<nlohmann::ordered_json> conversations = Conversations(dir);
   ASSERT_EQ(conversations.size(), 12u);
   int rendered = 0, refused = 0;
   for (const auto& entry : fs::directory_iterator(dir + "/templates")) {
@@ -128,14 +132,7 @@ std::vector<ChatMessage> Messages(const nlohmann::ordered_json& messages) {
 TEST(JinjaFixtureTest, ToolConversationsRenderInTheFormTheTemplateReads) {
   const std::string dir = ChatTemplatesDir();
   if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
-  std::vector<nlohmann::ordered_json> conversations;
-  {
-    std::ifstream in(dir + "/conversations.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) conversations.push_back(nlohmann::ordered_json::parse(line));
-    }
-  }
+  const std::vector<nlohmann::ordered_json> conversations = Conversations(dir);
   int compared = 0, objects = 0;
   for (const auto& entry : fs::directory_iterator(dir + "/templates")) {
     const std::string name = entry.path().stem().string();

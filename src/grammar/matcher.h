@@ -98,8 +98,6 @@ class GrammarMatcher {
   bool IsComplete() const { return MatchComplete(*grammar_, state_); }
   // Complete, and no byte may follow.
   bool IsFinished() const;
-  // No stack left: nothing fed can be completed (never after a successful Feed).
-  bool IsDead() const { return state_.empty(); }
   // See ShortestCompletion.
   bool Shortest(std::string* out) const { return ShortestCompletion(*grammar_, state_, out); }
 

@@ -86,7 +86,6 @@ void GrammarMasker::Walk(const MatchState& start, int32_t begin, int32_t end, in
     const int32_t d = t.depth(i);
     MatchExits exits;
     MatchStep(*grammar_, states_[d - 1], t.byte(i), &states_[d], &exits);
-    ++stats_.walked_nodes;
     const bool alive = !states_[d].empty();
     if (record != nullptr) {
       if (exits.ended_before) record->exits_before.push_back(i);

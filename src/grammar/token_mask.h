@@ -63,7 +63,6 @@ class TokenTrie {
 
 struct MaskStats {
   int64_t hits = 0, misses = 0;  // cache lookups per stack and step
-  int64_t walked_nodes = 0;      // trie nodes stepped through (misses and exits)
 };
 
 // Not thread-safe: one engine thread uses it.

@@ -296,8 +296,8 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
 // (rows are contiguous, so a tile is one sequential stream), the lines kPrefetchBytes
 // ahead asked for as each group is read. Reading 8 rows side by side instead (one
 // group of each in turn) left the hardware prefetcher behind: decode_matmul, [8192 x
-// 2048] from DRAM, 2 threads, A B A B: Q8_0 13.6 -> 17.4 GB/s, Q4_0 11.9 -> 16.2,
-// Q4_K 10.3 -> 15.3, Q6_K 9.1 -> 12.3. Within a row, four chains of vpdpbusd (a
+// 2048] from DRAM, 2 threads, A B A B: Q8_0 15.5 -> 17.2 GB/s, Q4_0 11.6 -> 17.6,
+// Q4_K 10.1 -> 15.4, Q6_K 6.0 -> 15.1. Within a row, four chains of vpdpbusd (a
 // chain takes vectors j and j + 4 of a 32-value format, so a nibble slice is loaded
 // once for both halves; one vector each of a Q6_K part). The integer sums are exact
 // in any order, so the result is Tile's, bit for bit.

@@ -363,13 +363,14 @@ void RunTile(const PackedRows& rows, int num_rows, const ActivationGroup* tokens
     }
     return;
   }
-  static constexpr TileFn kTiles[kMaxRows][kMaxTokens] = {
-      {Tile<Rows, Scales, 1, 1>, Tile<Rows, Scales, 1, 2>, Tile<Rows, Scales, 1, 3>},
-      {Tile<Rows, Scales, 2, 1>, Tile<Rows, Scales, 2, 2>, Tile<Rows, Scales, 2, 3>},
-      {Tile<Rows, Scales, 3, 1>, Tile<Rows, Scales, 3, 2>, Tile<Rows, Scales, 3, 3>},
-      {Tile<Rows, Scales, 4, 1>, Tile<Rows, Scales, 4, 2>, Tile<Rows, Scales, 4, 3>},
+  // Two tokens or more (one token went row by row above).
+  static constexpr TileFn kTiles[kMaxRows][kMaxTokens - 1] = {
+      {Tile<Rows, Scales, 1, 2>, Tile<Rows, Scales, 1, 3>},
+      {Tile<Rows, Scales, 2, 2>, Tile<Rows, Scales, 2, 3>},
+      {Tile<Rows, Scales, 3, 2>, Tile<Rows, Scales, 3, 3>},
+      {Tile<Rows, Scales, 4, 2>, Tile<Rows, Scales, 4, 3>},
   };
-  kTiles[num_rows - 1][num_tokens - 1](rows, tokens, token_stride, y, y_stride);
+  kTiles[num_rows - 1][num_tokens - 2](rows, tokens, token_stride, y, y_stride);
 }
 
 template <int R>
@@ -456,13 +457,14 @@ void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* 
     OneTokenF16(w, w_stride, num_rows, x, n, y);
     return;
   }
-  static constexpr TileF16Fn kTiles[kMaxRows][kMaxTokensF16] = {
-      {TileF16<1, 1>, TileF16<1, 2>, TileF16<1, 3>, TileF16<1, 4>, TileF16<1, 5>, TileF16<1, 6>},
-      {TileF16<2, 1>, TileF16<2, 2>, TileF16<2, 3>, TileF16<2, 4>, TileF16<2, 5>, TileF16<2, 6>},
-      {TileF16<3, 1>, TileF16<3, 2>, TileF16<3, 3>, TileF16<3, 4>, TileF16<3, 5>, TileF16<3, 6>},
-      {TileF16<4, 1>, TileF16<4, 2>, TileF16<4, 3>, TileF16<4, 4>, TileF16<4, 5>, TileF16<4, 6>},
+  // Two tokens or more (one token went to OneTokenF16 above).
+  static constexpr TileF16Fn kTiles[kMaxRows][kMaxTokensF16 - 1] = {
+      {TileF16<1, 2>, TileF16<1, 3>, TileF16<1, 4>, TileF16<1, 5>, TileF16<1, 6>},
+      {TileF16<2, 2>, TileF16<2, 3>, TileF16<2, 4>, TileF16<2, 5>, TileF16<2, 6>},
+      {TileF16<3, 2>, TileF16<3, 3>, TileF16<3, 4>, TileF16<3, 5>, TileF16<3, 6>},
+      {TileF16<4, 2>, TileF16<4, 3>, TileF16<4, 4>, TileF16<4, 5>, TileF16<4, 6>},
   };
-  kTiles[num_rows - 1][num_tokens - 1](w, w_stride, x, x_stride, n, y, y_stride);
+  kTiles[num_rows - 1][num_tokens - 2](w, w_stride, x, x_stride, n, y, y_stride);
 }
 
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,

@@ -6,9 +6,10 @@
 #
 #   benchmarks/batched_decode.sh [MODEL.gguf]     (default: smol-135m Q8_0, generated)
 #   CONCURRENCY="1 4 16" IN=64 OUT=64 ROUNDS=4 THREADS=2 benchmarks/batched_decode.sh
+#   TACHYON=/path/to/another/tachyon benchmarks/batched_decode.sh   (to compare builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tachyon=build/release/src/cli/tachyon
+tachyon=${TACHYON:-build/release/src/cli/tachyon}
 [ -x "$tachyon" ] || { echo "missing $tachyon: build the release preset first" >&2; exit 1; }
 shared=${TACHYON_SHARED_DIR:-../shared}
 models=${MODEL_DIR:-/tmp/tachyon-bench-models}

@@ -388,10 +388,13 @@ void PackedMatrix::MultiplyTile(int64_t tile, const ActivationGroup* act, int64_
     rows.row_stride = expanded_stride;
   }
   const bool bytes = expanded != nullptr || format_ == PackedFormat::kQ8_0;
-  for (int64_t t = 0; t < num_tokens; t += kTileTokens) {
-    const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, num_tokens - t));
+  // A few tokens together, a row at a time (avx512::kRowTokens); more, 3 at a time
+  // through the 4-row register tile, the last one or two a row at a time.
+  const int64_t tile_tokens = num_tokens <= avx512::kRowTokens ? num_tokens : kTileTokens;
+  for (int64_t t = 0; t < num_tokens; t += tile_tokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(tile_tokens, num_tokens - t));
     for (int64_t r = r0, nr = 0; r < r1; r += nr) {
-      nr = TileRows(r1 - r, nt);
+      nr = nt == kTileTokens && num_tokens > avx512::kRowTokens ? std::min<int64_t>(4, r1 - r) : r1 - r;
       avx512::PackedRows part = rows;
       part.rows += (r - r0) * rows.row_stride;
       part.scales += (r - r0) * rows.scales_stride;

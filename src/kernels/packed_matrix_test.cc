@@ -48,7 +48,8 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
 
 // Against the reference MatMul on the same bytes (the same Q8_0 activations, so only
 // the order of the float sums differs), and bit for bit: every token's result the same
-// in a batch of any size as alone, with rows not a multiple of the 4-row tile.
+// in a batch of any size as alone (a row at a time up to 8 tokens, then the 4 x 3
+// register tile), with rows not a multiple of the 4-row tile.
 TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
   const GgmlType type = GetParam();
@@ -67,7 +68,7 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
     for (int64_t i = 0; i < tokens * rows; ++i) {
       ASSERT_NEAR(batch[i], reference[i], 1e-4f * (1 + std::fabs(reference[i]))) << cols << " cols, at " << i;
     }
-    for (int64_t size : {1, 2, 4, 5}) {
+    for (int64_t size : {1, 2, 3, 4, 5, 8, 9}) {
       for (int64_t t0 = 0; t0 + size <= tokens; t0 += size) {
         std::vector<float> part(size * rows);
         MatMul(w, x.data() + t0 * cols, size, part.data(), one);

@@ -303,16 +303,20 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
 // in any order, so the result is Tile's, bit for bit.
 constexpr int64_t kPrefetchBytes = 4096;
 
+// Asks for the lines kPrefetchBytes past group g of a row (its quants and scales).
+template <class Rows>
+void PrefetchAhead(const PackedRows& w, const uint8_t* group, int64_t g) {
+  for (int64_t line = 0; line < Rows::kGroupBytes; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes + line), _MM_HINT_T0);
+  }
+  _mm_prefetch(reinterpret_cast<const char*>(w.scales + kPrefetchBytes + g * 32), _MM_HINT_T0);
+}
+
 template <class Rows, class Scales, bool kPartial>
 void OneRowGroup(const PackedRows& w, const ActivationGroup& x, int64_t g, __m512& acc) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
   const uint8_t* group = w.rows + g * Rows::kGroupBytes;
-  if constexpr (!kPartial) {
-    for (int64_t line = 0; line < Rows::kGroupBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes + line), _MM_HINT_T0);
-    }
-    _mm_prefetch(reinterpret_cast<const char*>(w.scales + kPrefetchBytes + g * 32), _MM_HINT_T0);
-  }
+  if constexpr (!kPartial) PrefetchAhead<Rows>(w, group, g);
   constexpr int kVectors = 8 / Scales::kParts;
 #pragma GCC unroll 2
   for (int part = 0; part < Scales::kParts; ++part) {
@@ -349,28 +353,74 @@ void OneTokenRow(const PackedRows& w, const ActivationGroup* x, float* y) {
   *y = ReduceLanes(acc);
 }
 
+// A few tokens (a decode step of a few sequences): still bound by reading the
+// weights, so a row at a time as for one token (its groups in address order,
+// prefetched), every token's chain taking each weight vector once. Per token the
+// operations are Tile's, so the results are too, bit for bit.
+template <class Rows, class Scales, int T, bool kPartial>
+void RowTokensGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, __m512 (&acc)[1][T]) {
+  const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
+  const uint8_t* group = w.rows + g * Rows::kGroupBytes;
+  if constexpr (!kPartial) PrefetchAhead<Rows>(w, group, g);
+  constexpr int kVectors = 8 / Scales::kParts;
+  for (int part = 0; part < Scales::kParts; ++part) {
+    __m512i sums[T];
+    for (int t = 0; t < T; ++t) sums[t] = _mm512_load_si512(OffsetSums(x[t][g], part));
+#pragma GCC unroll 8
+    for (int i = 0; i < kVectors; ++i) {
+      const int j = part * kVectors + i;
+      const __m512i wv = Rows::template Load<kPartial>(group, j, width);
+      for (int t = 0; t < T; ++t) sums[t] = _mm512_dpbusd_epi32(sums[t], wv, _mm512_load_si512(x[t][g].q + j * 64));
+    }
+    __m512 scale, min = _mm512_setzero_ps();
+    Scales::template Load<kPartial>(w, 0, g, num_blocks, part, &scale, &min);
+    for (int t = 0; t < T; ++t) acc[0][t] = AddGroup<Scales>(acc[0][t], sums[t], scale, min, x[t][g]);
+  }
+}
+
+template <class Rows, class Scales, int T>
+void RowTokens(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stride, float* y, int64_t y_stride) {
+  if constexpr (T == 1) {
+    OneTokenRow<Rows, Scales>(w, tokens, y);
+  } else {
+    const ActivationGroup* x[T];
+    for (int t = 0; t < T; ++t) {
+      x[t] = reinterpret_cast<const ActivationGroup*>(reinterpret_cast<const uint8_t*>(tokens) + t * token_stride);
+    }
+    __m512 acc[1][T];
+    for (int t = 0; t < T; ++t) acc[0][t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < w.num_full_groups; ++g) RowTokensGroup<Rows, Scales, T, false>(w, x, g, acc);
+    if (Compact<Scales>(w)) {
+      if constexpr (Scales::kCompact) TileGroupCompact<Rows, Scales, 1, T>(w, x, w.num_full_groups, acc);
+    } else if (w.partial_blocks > 0) {
+      RowTokensGroup<Rows, Scales, T, true>(w, x, w.num_full_groups, acc);
+    }
+    for (int t = 0; t < T; ++t) y[t * y_stride] = ReduceLanes(acc[0][t]);
+  }
+}
+
 using TileFn = void (*)(const PackedRows&, const ActivationGroup*, int64_t, float*, int64_t);
 
 template <class Rows, class Scales>
 void RunTile(const PackedRows& rows, int num_rows, const ActivationGroup* tokens, int64_t token_stride,
              int num_tokens, float* y, int64_t y_stride) {
-  if (num_tokens == 1) {
+  if (num_tokens != kMaxTokens || num_rows > kMaxRows) {
+    static constexpr TileFn kRowFns[kRowTokens] = {
+        RowTokens<Rows, Scales, 1>, RowTokens<Rows, Scales, 2>, RowTokens<Rows, Scales, 3>, RowTokens<Rows, Scales, 4>,
+        RowTokens<Rows, Scales, 5>, RowTokens<Rows, Scales, 6>, RowTokens<Rows, Scales, 7>, RowTokens<Rows, Scales, 8>,
+    };
     PackedRows row = rows;
     for (int r = 0; r < num_rows; ++r) {
-      OneTokenRow<Rows, Scales>(row, tokens, y + r);
+      kRowFns[num_tokens - 1](row, tokens, token_stride, y + r, y_stride);
       row.rows += row.row_stride;
       row.scales += row.scales_stride;
     }
     return;
   }
-  // Two tokens or more (one token went row by row above).
-  static constexpr TileFn kTiles[kMaxRows][kMaxTokens - 1] = {
-      {Tile<Rows, Scales, 1, 2>, Tile<Rows, Scales, 1, 3>},
-      {Tile<Rows, Scales, 2, 2>, Tile<Rows, Scales, 2, 3>},
-      {Tile<Rows, Scales, 3, 2>, Tile<Rows, Scales, 3, 3>},
-      {Tile<Rows, Scales, 4, 2>, Tile<Rows, Scales, 4, 3>},
-  };
-  kTiles[num_rows - 1][num_tokens - 2](rows, tokens, token_stride, y, y_stride);
+  // The register tile: up to 4 rows x 3 tokens.
+  static constexpr TileFn kTiles[kMaxRows] = {Tile<Rows, Scales, 1, kMaxTokens>, Tile<Rows, Scales, 2, kMaxTokens>,
+                                              Tile<Rows, Scales, 3, kMaxTokens>, Tile<Rows, Scales, 4, kMaxTokens>};
+  kTiles[num_rows - 1](rows, tokens, token_stride, y, y_stride);
 }
 
 template <int R>

@@ -32,9 +32,15 @@ struct PackedRows {
   int partial_blocks = 0;         // blocks of the last, partial group (0: none)
 };
 
-// y[t * y_stride + r] = row r . token t, for num_rows <= 4 (or 8 with one token)
-// rows and num_tokens <= 3 tokens (token_stride bytes apart).
-// `bytes`: the rows' quants are one a byte (Q8_0, or expanded by ExpandRows).
+// Up to this many tokens (a decode step of a few sequences) a product goes a row
+// at a time, every token's chain taking each weight vector once: like one token,
+// it is bound by reading the weights, and rows read in address order keep the
+// hardware prefetcher ahead.
+inline constexpr int kRowTokens = 8;
+
+// y[t * y_stride + r] = row r . token t (tokens token_stride bytes apart): 3 tokens
+// and up to 4 rows in the register tile, else (num_tokens <= kRowTokens, any
+// num_rows) a row at a time. Both give the same results, bit for bit.
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
 

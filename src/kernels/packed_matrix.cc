@@ -302,7 +302,7 @@ void QuantizeActivationGroupsWide(PackedFormat format, const float* x, int64_t n
       const int lane = static_cast<int>(b % kPackedGroupBlocks);
       const BlockQ8_K& block = super_blocks[b / 8];
       const int j = static_cast<int>(b % 8);
-      for (int i = 0; i < 32; ++i) group.q[VectorOffset(lane, i)] = block.qs[32 * j + i];
+      for (int v = 0; v < 8; ++v) std::memcpy(group.q + VectorOffset(lane, 4 * v), block.qs + 32 * j + 4 * v, 4);
       group.d[lane] = block.d;
       if (format == PackedFormat::kQ4_K) {
         group.min_sums[lane] = block.d * static_cast<float>(block.bsums[2 * j] + block.bsums[2 * j + 1]);
@@ -325,10 +325,8 @@ void QuantizeActivationGroupsWide(PackedFormat format, const float* x, int64_t n
     ActivationGroup& group = out[b / kPackedGroupBlocks];
     const int lane = static_cast<int>(b % kPackedGroupBlocks);
     int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) {
-      group.q[VectorOffset(lane, i)] = blocks[b].qs[i];
-      sum += blocks[b].qs[i];
-    }
+    for (int i = 0; i < 32; ++i) sum += blocks[b].qs[i];
+    for (int v = 0; v < 8; ++v) std::memcpy(group.q + VectorOffset(lane, 4 * v), blocks[b].qs + 4 * v, 4);
     group.d[lane] = Fp16ToFloat(blocks[b].d);
     group.offset_sums[lane] = -offset * sum;
   }

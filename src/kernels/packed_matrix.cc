@@ -19,8 +19,8 @@ namespace tachyon {
 namespace {
 
 // Rows a task of MatMul takes: 16 rows of the widest matrices stay in L2 while
-// every token of the batch passes over them, 4 rows (8 for one token) and 3 tokens
-// at a time (TileRows).
+// every token of the batch passes over them: up to avx512::kRowTokens tokens
+// together a row at a time, more 3 tokens and 4 rows at a time (the register tile).
 constexpr int64_t kRowTile = 16;
 constexpr int kTileTokens = 3;
 // From this many tokens a tile of nibbles (Q4_0, Q5_0, Q4_K, Q6_K) is expanded to bytes once (ExpandQ4Rows)

@@ -41,6 +41,7 @@ inline constexpr int kRowTokens = 8;
 // y[t * y_stride + r] = row r . token t (tokens token_stride bytes apart): 3 tokens
 // and up to 4 rows in the register tile, else (num_tokens <= kRowTokens, any
 // num_rows) a row at a time. Both give the same results, bit for bit.
+// `bytes`: the rows' quants are one a byte (Q8_0, or expanded by ExpandRows).
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
 

@@ -127,9 +127,10 @@ class PackedMatrix {
   std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_], 64-byte aligned
 };
 
-// Rows of the next call of the tile kernels, `rows_left` rows remaining: 8 for one
-// token (which the kernels compute a row at a time, in address order), else 4 (the
-// register tile); fewer at the end.
+// Rows of the next call of the F16 tile kernels (avx512::DotTileF16, from MatMul),
+// `rows_left` rows remaining: 8 for one token (which they read two rows at a time,
+// in address order), else 4 (the register tile); fewer at the end. (Packed matrices
+// choose their own: PackedMatrix::MultiplyTile.)
 inline int64_t TileRows(int64_t rows_left, int num_tokens) {
   const int64_t rows = num_tokens == 1 && rows_left >= 8 ? 8 : 4;
   return rows < rows_left ? rows : rows_left;

@@ -15,6 +15,11 @@ namespace {
 // About 50 us of polling before a thread goes to sleep.
 constexpr int kSpinIterations = 20000;
 
+// Chunks per participant: enough that one thread falling behind for a chunk's time
+// costs the call little; few enough that a chunk stays long and contiguous (a
+// decode matrix product's rows read in address order).
+constexpr size_t kChunksPerThread = 4;
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -39,11 +44,12 @@ ThreadPool::~ThreadPool() {
   for (auto& worker : workers_) worker.join();
 }
 
-void ThreadPool::RunChunk(int thread_idx) {
-  size_t chunk = (n_ + num_threads_ - 1) / num_threads_;
-  size_t begin = std::min(n_, chunk * thread_idx);
-  size_t end = std::min(n_, begin + chunk);
-  if (begin < end) (*fn_)(begin, end, thread_idx);
+void ThreadPool::RunChunks(int thread_idx) {
+  while (true) {
+    const size_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= num_chunks_) return;
+    (*fn_)(c * n_ / num_chunks_, (c + 1) * n_ / num_chunks_, thread_idx);
+  }
 }
 
 void ThreadPool::ParallelFor(size_t n, const RangeFn& fn) {
@@ -54,6 +60,8 @@ void ThreadPool::ParallelFor(size_t n, const RangeFn& fn) {
   }
   std::lock_guard<std::mutex> call_lock(call_mutex_);
   n_ = n;
+  num_chunks_ = std::min(n, static_cast<size_t>(num_threads_) * kChunksPerThread);
+  next_chunk_.store(0, std::memory_order_relaxed);
   fn_ = &fn;
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   {
@@ -62,7 +70,7 @@ void ThreadPool::ParallelFor(size_t n, const RangeFn& fn) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
-  RunChunk(0);
+  RunChunks(0);
   for (int spin = 0; spin < kSpinIterations; ++spin) {
     if (pending_.load(std::memory_order_acquire) == 0) return;
     CpuRelax();
@@ -87,7 +95,7 @@ void ThreadPool::WorkerLoop(int thread_idx) {
     }
     if (stopping_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    RunChunk(thread_idx);
+    RunChunks(thread_idx);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
       work_done_.notify_one();

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace tachyon {
@@ -35,6 +37,24 @@ TEST(ThreadPoolTest, ReusedForManyCalls) {
     });
   }
   EXPECT_EQ(total.load(), 500L * (63 * 64 / 2));
+}
+
+// A thread held up in its chunk leaves the rest of the work to the others.
+TEST(ThreadPoolTest, StalledThreadsChunksGoToTheOthers) {
+  ThreadPool pool(2);
+  constexpr size_t kN = 800;
+  std::atomic<size_t> by_caller{0};
+  std::atomic<bool> stalled{false};
+  pool.ParallelFor(kN, [&](size_t begin, size_t end, int thread_idx) {
+    if (thread_idx == 0) {
+      by_caller += end - begin;
+    } else if (!stalled.exchange(true)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  // The worker took one chunk (an eighth) at most before the caller took the rest;
+  // with a fixed half each, the caller would have done 400.
+  EXPECT_GE(by_caller.load(), kN - kN / 8);
 }
 
 TEST(ThreadPoolTest, PhysicalCoresIsPositive) { EXPECT_GE(ThreadPool::PhysicalCores(), 1); }

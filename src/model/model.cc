@@ -113,7 +113,7 @@ void Model::Attention(const ForwardBatch& batch, const float* q, LayerKv layer, 
     t = end;
   }
   // Later tiles of a prompt see more keys: alternating from both ends gives each
-  // thread's contiguous share of the items a like amount of work.
+  // of ParallelFor's contiguous chunks of the items a like amount of work.
   std::vector<int64_t> order;
   order.reserve(tiles.size());
   for (int64_t lo = 0, hi = static_cast<int64_t>(tiles.size()) - 1; lo <= hi; ++lo, --hi) {

@@ -12,7 +12,6 @@
 #include "kernels/ref/unpack.h"
 #include "kernels/ref/unpacked_quants.h"
 #include "kernels/x86/dot_avx2.h"
-#include "kernels/x86/gemm_avx512.h"
 #include "kernels/x86/unpacked_avx2.h"
 
 namespace tachyon {
@@ -129,37 +128,6 @@ Expansion SelectExpansion(GgmlType type) {
   }
 }
 
-// F16 weights on AVX-512: rows read as the file has them (converted in registers),
-// 4 rows x 6 tokens a tile (8 rows for one token), bit-identical whatever the batch.
-// A large batch goes in blocks of tokens whose F32 activations (kF16TokenBlockBytes)
-// stay in L2 while a thread passes all its row tiles over them: otherwise every
-// 16-row tile streams the whole batch's activations from L3 (llama-1b pp512: 4 MB a tile).
-constexpr int64_t kF16TileTokens = 6;
-constexpr int64_t kF16TokenBlockBytes = 1 << 20;
-void MatMulF16Avx512(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
-  const uint16_t* rows = reinterpret_cast<const uint16_t*>(w.data);
-  const int64_t num_tiles = (w.rows + kRowTile - 1) / kRowTile;
-  const int64_t block_tokens =
-      std::max<int64_t>(1, kF16TokenBlockBytes / (w.cols * static_cast<int64_t>(sizeof(float))) / kF16TileTokens) *
-      kF16TileTokens;
-  pool.ParallelFor(num_tiles, [&](size_t tile_begin, size_t tile_end, int) {
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += block_tokens) {
-      const int64_t t1 = std::min(num_tokens, t0 + block_tokens);
-      for (size_t tile = tile_begin; tile < tile_end; ++tile) {
-        const int64_t r0 = tile * kRowTile, r1 = std::min(w.rows, r0 + kRowTile);
-        for (int64_t t = t0; t < t1; t += kF16TileTokens) {
-          const int nt = static_cast<int>(std::min<int64_t>(kF16TileTokens, t1 - t));
-          for (int64_t r = r0, nr = 0; r < r1; r += nr) {
-            nr = TileRows(r1 - r, nt);
-            avx512::DotTileF16(rows + r * w.cols, w.cols, static_cast<int>(nr), x + t * w.cols, w.cols, nt, w.cols,
-                               y + t * w.rows + r, w.rows);
-          }
-        }
-      }
-    }
-  });
-}
-
 }  // namespace
 
 bool IsMatMulType(GgmlType type) {
@@ -181,10 +149,6 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
             KernelPath path) {
   if (w.packed != nullptr && path == KernelPath::kAuto) {
     w.packed->MatMul(x, num_tokens, y, pool);
-    return;
-  }
-  if (w.type == GgmlType::kF16 && path == KernelPath::kAuto && CpuHasAvx512Vnni()) {
-    MatMulF16Avx512(w, x, num_tokens, y, pool);
     return;
   }
   const Kernel kernel = SelectKernel(w.type, path);

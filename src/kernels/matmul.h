@@ -33,7 +33,7 @@ struct WeightMatrix {
 };
 
 // Sets w->packed where this CPU has a packed kernel for w's type (AVX-512 VNNI:
-// Q8_0, Q4_0): a copy of the weights, made once at load.
+// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, F16): a copy of the weights, made once at load.
 void PackForMatMul(WeightMatrix* w);
 
 // Types MatMul computes with.

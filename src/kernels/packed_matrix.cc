@@ -26,6 +26,8 @@ constexpr int kTileTokens = 3;
 // From this many tokens a tile of nibbles (Q4_0, Q5_0, Q4_K, Q6_K) is expanded to bytes once (ExpandQ4Rows)
 // rather than its nibbles split for every 3 tokens.
 constexpr int64_t kMinTokensToExpand = 12;
+// F16: the activations of a block of tokens that a thread passes its panels over (MultiplyPanels).
+constexpr int64_t kF16TokenBlockBytes = 1 << 20;
 
 // Lane b of vector j holds values 4j..4j+3 of block b: the byte offset, in a
 // group whose vectors are `width` bytes, of value i of block b.
@@ -78,8 +80,10 @@ PackedMatrix::PackedMatrix(PackedFormat format, int64_t rows, int64_t cols)
                              : format == PackedFormat::kQ6_K ? cols / 32 * 2 + cols / kQK_K * 2
                                                              : cols / 32 * 2;
   const size_t bytes = quant_bytes() + scale_bytes;
-  row_bytes_ = (bytes + 63) / 64 * 64;
-  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, row_bytes_ * rows_)));
+  row_bytes_ = format == PackedFormat::kF16 ? 0 : (bytes + 63) / 64 * 64;
+  const size_t total = format == PackedFormat::kF16 ? num_panels() * cols * kF16PanelRows * sizeof(uint16_t)
+                                                    : row_bytes_ * rows_;
+  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
   CHECK(data_ != nullptr) << "out of memory packing a [" << rows << ", " << cols << "] matrix";
 }
 
@@ -97,14 +101,25 @@ std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint
     case GgmlType::kQ5_0: format = PackedFormat::kQ5_0; break;
     case GgmlType::kQ4_K: format = PackedFormat::kQ4_K; break;
     case GgmlType::kQ6_K: format = PackedFormat::kQ6_K; break;
+    case GgmlType::kF16: format = PackedFormat::kF16; break;
     default: return nullptr;
   }
   const bool k_quant = format == PackedFormat::kQ4_K || format == PackedFormat::kQ6_K;
-  if (cols % (k_quant ? kQK_K : 32) != 0 || rows <= 0) return nullptr;
+  const int64_t block = format == PackedFormat::kF16 ? 1 : k_quant ? kQK_K : 32;
+  if (cols <= 0 || cols % block != 0 || rows <= 0) return nullptr;
   std::unique_ptr<PackedMatrix> m(new PackedMatrix(format, rows, cols));
   const size_t file_row_bytes = *GgmlRowBytes(type, cols);
+  const bool f16 = format == PackedFormat::kF16;
+  // Units of packing: rows, or F16's panels.
+  const int64_t units = f16 ? m->num_panels() : rows;
   auto pack_rows = [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) m->PackRow(data + r * file_row_bytes, m->data_.get() + r * m->row_bytes_);
+    for (int64_t u = begin; u < end; ++u) {
+      if (f16) {
+        m->PackPanel(reinterpret_cast<const uint16_t*>(data), u);
+      } else {
+        m->PackRow(data + u * file_row_bytes, m->data_.get() + u * m->row_bytes_);
+      }
+    }
   };
   // Large matrices are packed by a few threads (load time: llama-1b Q8_0's 1.3 GB
   // would take seconds on one).
@@ -112,11 +127,11 @@ std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint
                                   ? std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 8)
                                   : 1;
   std::vector<std::thread> threads;
-  const int64_t per_thread = (rows + num_threads - 1) / num_threads;
+  const int64_t per_thread = (units + num_threads - 1) / num_threads;
   for (int64_t i = 1; i < num_threads; ++i) {
-    threads.emplace_back(pack_rows, std::min(rows, i * per_thread), std::min(rows, (i + 1) * per_thread));
+    threads.emplace_back(pack_rows, std::min(units, i * per_thread), std::min(units, (i + 1) * per_thread));
   }
-  pack_rows(0, std::min(rows, per_thread));
+  pack_rows(0, std::min(units, per_thread));
   for (std::thread& t : threads) t.join();
   return m;
 }
@@ -185,7 +200,21 @@ void PackedMatrix::PackRow(const uint8_t* in, uint8_t* out) const {
   }
 }
 
+void PackedMatrix::PackPanel(const uint16_t* file, int64_t p) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(data_.get()) + p * cols_ * kF16PanelRows;
+  for (int64_t i = 0; i < kF16PanelRows; ++i) {
+    const int64_t r = p * kF16PanelRows + i;
+    const uint16_t* in = file + r * cols_;
+    for (int64_t k = 0; k < cols_; ++k) out[k * kF16PanelRows + i] = r < rows_ ? in[k] : 0;
+  }
+}
+
 void PackedMatrix::UnpackRow(int64_t r, uint8_t* out) const {
+  if (format_ == PackedFormat::kF16) {
+    const uint16_t* in = panel(r / kF16PanelRows) + r % kF16PanelRows;
+    for (int64_t k = 0; k < cols_; ++k) std::memcpy(out + 2 * k, in + k * kF16PanelRows, 2);
+    return;
+  }
   const uint8_t* in = row(r);
   const uint8_t* scales = in + quant_bytes();
   const int64_t num_blocks = cols_ / 32;
@@ -345,6 +374,18 @@ void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* c
                                    int64_t num_tokens, ThreadPool& pool) {
   const PackedMatrix& first = *matrices[0];
   for (int i = 1; i < count; ++i) CHECK(first.CanShareInput(*matrices[i])) << "matrices of another format or width";
+  if (first.format_ == PackedFormat::kF16) {
+    std::vector<int64_t> starts(count + 1, 0);  // matrix i's first panel in the loop
+    for (int i = 0; i < count; ++i) starts[i + 1] = starts[i] + matrices[i]->num_panels();
+    pool.ParallelFor(starts[count], [&](size_t begin, size_t end, int) {
+      for (int i = 0; i < count; ++i) {
+        const int64_t b = std::max<int64_t>(static_cast<int64_t>(begin), starts[i]);
+        const int64_t e = std::min<int64_t>(static_cast<int64_t>(end), starts[i + 1]);
+        if (b < e) matrices[i]->MultiplyPanels(b - starts[i], e - starts[i], x, num_tokens, ys[i]);
+      }
+    });
+    return;
+  }
   const int64_t ng = first.num_groups(), cols = first.cols_;
   // [num_tokens, num_groups]; not zeroed here: QuantizeActivationGroups writes every byte.
   std::unique_ptr<ActivationGroup[]> act = std::make_unique_for_overwrite<ActivationGroup[]>(num_tokens * ng);
@@ -398,6 +439,31 @@ void PackedMatrix::MultiplyTile(int64_t tile, const ActivationGroup* act, int64_
       part.scales += (r - r0) * rows.scales_stride;
       avx512::DotTile(format_, bytes, part, static_cast<int>(nr), &act[t * ng], token_stride, nt, y + t * rows_ + r,
                       rows_);
+    }
+  }
+}
+
+// A large batch goes in blocks of tokens whose activations (kF16TokenBlockBytes of
+// F32) stay in L2 while the thread passes its panels over them, each panel (32 x
+// cols F16) staying there for the block's tiles of 12 tokens. A few tokens (a decode
+// step) go two panels at a time: four chains of fma a token hide their latency, and
+// the weights stream from memory.
+void PackedMatrix::MultiplyPanels(int64_t begin, int64_t end, const float* x, int64_t num_tokens, float* y) const {
+  constexpr int64_t kTileTokens = avx512::kF16PanelTokens;
+  const int64_t block_tokens =
+      std::max<int64_t>(1, kF16TokenBlockBytes / (cols_ * static_cast<int64_t>(sizeof(float))) / kTileTokens) *
+      kTileTokens;
+  const bool pairs = num_tokens <= avx512::kF16PanelPairTokens;
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += block_tokens) {
+    const int64_t t1 = std::min(num_tokens, t0 + block_tokens);
+    for (int64_t p = begin, np = 0; p < end; p += np) {
+      np = pairs && p + 1 < end ? 2 : 1;
+      const int rows = static_cast<int>(std::min(rows_ - p * kF16PanelRows, np * kF16PanelRows));
+      for (int64_t t = t0; t < t1; t += kTileTokens) {
+        const int nt = static_cast<int>(std::min(kTileTokens, t1 - t));
+        avx512::DotPanelsF16(panel(p), static_cast<int>(np), cols_, rows, x + t * cols_, cols_, nt,
+                             y + t * rows_ + p * kF16PanelRows, rows_);
+      }
     }
   }
 }

@@ -1,5 +1,12 @@
-// PackedMatrix: a Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weight matrix rewritten once, at
-// load, for the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
+// PackedMatrix: a Q8_0, Q4_0, Q5_0, Q4_K, Q6_K or F16 weight matrix rewritten once,
+// at load, for the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
+//
+// F16 goes in panels of 32 rows (the last one padded with zero rows): a panel holds
+// value k of its 32 rows side by side at [k][32] (64 bytes a k), so that one vector
+// load gives 16 rows' weights for one k, and a tile of 32 rows x 12 tokens does 24
+// fma per 2 weight conversions and 12 broadcast activations (the row-major F16
+// tile of 4 rows x 6 tokens: 24 fma per 4 conversions and 10 vector loads, most
+// from L2).
 //
 // A row is groups of 16 blocks (512 values; for the k-quants a block is 32 values of
 // a super-block), the last one partial when the row's blocks are not a multiple of
@@ -29,7 +36,8 @@
 //         a group; the file's 288)
 //
 // Invariant: the product of a row and a token is computed by the same sequence of
-// operations whatever the number of tokens or rows in the call (see gemm_avx512.h).
+// operations whatever the number of tokens or rows in the call (see gemm_avx512.h;
+// F16: one chain of fma over k in order).
 #pragma once
 
 #include <cstdint>
@@ -40,9 +48,10 @@
 
 namespace tachyon {
 
-enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ6_K };
+enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ6_K, kF16 };
 
 inline constexpr int kPackedGroupBlocks = 16;
+inline constexpr int64_t kF16PanelRows = 32;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
 
 // One token's activations for 16 blocks, quantized as the reference quantizes
@@ -69,7 +78,8 @@ class PackedMatrix {
   PackedFormat format() const { return format_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  // Groups of 16 blocks, the partial last one included (activation groups a token needs).
+  // Groups of 16 blocks, the partial last one included (activation groups a token
+  // needs; not F16's).
   int64_t num_groups() const { return num_full_groups_ + (partial_blocks_ > 0); }
 
   // y [num_tokens, rows] = x [num_tokens, cols] * this^T. Needs CpuHasAvx512Vnni().
@@ -83,7 +93,7 @@ class PackedMatrix {
   static void MatMulSameInput(const PackedMatrix* const* matrices, float* const* ys, int count, const float* x,
                               int64_t num_tokens, ThreadPool& pool);
 
-  // Row `row` unpacked back to the file's blocks (tests: the packing loses nothing).
+  // Row `row` unpacked back to the file's blocks (F16: values) (tests: the packing loses nothing).
   void UnpackRow(int64_t row, uint8_t* out) const;
 
  private:
@@ -93,6 +103,13 @@ class PackedMatrix {
   // for the tile's quants one a byte.
   void MultiplyTile(int64_t tile, const ActivationGroup* act, int64_t num_tokens, uint8_t* expanded,
                     int64_t expanded_stride, float* y) const;
+  // F16: panels [begin, end) times every token.
+  void MultiplyPanels(int64_t begin, int64_t end, const float* x, int64_t num_tokens, float* y) const;
+  void PackPanel(const uint16_t* file, int64_t p);  // F16 panel p from the file's rows
+  int64_t num_panels() const { return (rows_ + kF16PanelRows - 1) / kF16PanelRows; }
+  const uint16_t* panel(int64_t p) const {
+    return reinterpret_cast<const uint16_t*>(data_.get()) + p * cols_ * kF16PanelRows;
+  }
   const uint8_t* row(int64_t r) const { return data_.get() + r * row_bytes_; }
   // Where block `block` of a row starting at `row` goes: its group's quants, its
   // lane, and the bytes of one of that group's vectors (64, or 4 a block if partial).
@@ -126,15 +143,6 @@ class PackedMatrix {
   size_t row_bytes_;
   std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_], 64-byte aligned
 };
-
-// Rows of the next call of the F16 tile kernels (avx512::DotTileF16, from MatMul),
-// `rows_left` rows remaining: 8 for one token (which they read two rows at a time,
-// in address order), else 4 (the register tile); fewer at the end. (Packed matrices
-// choose their own: PackedMatrix::MultiplyTile.)
-inline int64_t TileRows(int64_t rows_left, int num_tokens) {
-  const int64_t rows = num_tokens == 1 && rows_left >= 8 ? 8 : 4;
-  return rows < rows_left ? rows : rows_left;
-}
 
 // x [n] as activation groups for weights of `format` (ceil(n / 512) groups; the
 // lanes of a partial group's missing blocks are zero, scales and sums included; a

@@ -28,15 +28,18 @@ class PackedMatrixTest : public ::testing::TestWithParam<GgmlType> {};
 // 576 columns: one whole group of 16 blocks and a partial one of 2 (computed compact),
 // 544: of 1 (compact), 608: of 3; 768 (k-quants: 24 sub-blocks): one whole and one of
 // 8; 2048: four whole.
+// F16 (panels of 32 rows): 70 rows, two whole panels and one of 6, and any width.
 TEST_P(PackedMatrixTest, PackingLosesNothing) {
   const GgmlType type = GetParam();
-  for (int64_t cols : {256, 768, 2048, 64, 576, 544}) {
+  const bool f16 = type == GgmlType::kF16;
+  for (int64_t cols : {256, 768, 2048, 64, 576, 544, 37}) {
     if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
-    const int64_t rows = 5;
+    if (!f16 && cols % 32 != 0) continue;
+    const int64_t rows = f16 ? 70 : 5;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 3);
     std::unique_ptr<PackedMatrix> packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols);
     ASSERT_NE(packed, nullptr);
-    EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
+    if (!f16) EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
     const uint64_t row_bytes = *GgmlRowBytes(type, cols);
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<uint8_t> row(row_bytes);
@@ -49,13 +52,15 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
 // Against the reference MatMul on the same bytes (the same Q8_0 activations, so only
 // the order of the float sums differs), and bit for bit: every token's result the same
 // in a batch of any size as alone (a row at a time up to 8 tokens, then the 4 x 3
-// register tile), with rows not a multiple of the 4-row tile.
+// register tile; F16: two panels up to 6 tokens, then one panel and up to 12), with
+// rows not a multiple of the tile's.
 TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
   const GgmlType type = GetParam();
-  for (int64_t cols : {256, 768, 2048, 576, 544, 608}) {
+  for (int64_t cols : {256, 768, 2048, 576, 544, 608, 37}) {
     if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
-    const int64_t rows = 37, tokens = 17;
+    if (type != GgmlType::kF16 && cols % 32 != 0) continue;
+    const int64_t rows = type == GgmlType::kF16 ? 101 : 37, tokens = 17;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 7);
     WeightMatrix w{type, bytes.data(), rows, cols};
     PackForMatMul(&w);
@@ -68,7 +73,7 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
     for (int64_t i = 0; i < tokens * rows; ++i) {
       ASSERT_NEAR(batch[i], reference[i], 1e-4f * (1 + std::fabs(reference[i]))) << cols << " cols, at " << i;
     }
-    for (int64_t size : {1, 2, 3, 4, 5, 8, 9}) {
+    for (int64_t size : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12}) {
       for (int64_t t0 = 0; t0 + size <= tokens; t0 += size) {
         std::vector<float> part(size * rows);
         MatMul(w, x.data() + t0 * cols, size, part.data(), one);
@@ -119,7 +124,7 @@ TEST_P(PackedMatrixTest, MatricesSharingTheirInputGiveMatMulsResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ5_0,
-                                                                          GgmlType::kQ4_K, GgmlType::kQ6_K),
+                                                                          GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
 
 TEST(PackedMatrixTest, OtherTypesAreNotPacked) {

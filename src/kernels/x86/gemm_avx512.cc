@@ -11,7 +11,6 @@ namespace {
 
 constexpr int kMaxRows = 4;
 constexpr int kMaxTokens = 3;
-constexpr int kMaxTokensF16 = 6;
 
 // The 16 lanes summed in one fixed order.
 float ReduceLanes(__m512 v) {
@@ -423,98 +422,60 @@ void RunTile(const PackedRows& rows, int num_rows, const ActivationGroup* tokens
   kTiles[num_rows - 1](rows, tokens, token_stride, y, y_stride);
 }
 
-template <int R>
-void TileF16Prefetched(const uint16_t* w, int64_t w_stride, const float* x, int64_t n, float* y) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= n; k += 32) {
-    const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-    for (int r = 0; r < R; ++r) {
-      const uint16_t* row = w + r * w_stride + k;
-      _mm_prefetch(reinterpret_cast<const char*>(row + R * w_stride), _MM_HINT_T0);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row))), x0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 16))), x1,
-                               acc[r]);
+// F16 panels (kernels/packed_matrix.h: 32 rows a panel, value k of its rows at
+// [k][32]) times F32 tokens: V vectors of 16 rows (2 a panel; V = 4 takes two
+// consecutive panels) by T tokens of accumulators, each (row, token) one chain of
+// fma in k order from zero, stored as it is: the same operations in every tile.
+// Per k: V conversions of 16 weights, T broadcast activations, V x T fma.
+template <int V, int T>
+void PanelTileF16(const uint16_t* panels, int64_t cols, int num_rows, const float* x, int64_t x_stride, float* y,
+                  int64_t y_stride) {
+  // Few tokens (a decode step) stream the panels from memory: ask for them ahead.
+  constexpr bool kPrefetch = T <= 4;
+  constexpr int64_t kAhead = kPrefetchBytes / 2;  // values of k ahead: 64 bytes each
+  const int64_t panel_values = cols * 32;
+  __m512 acc[V][T];
+  for (int v = 0; v < V; ++v) {
+    for (int t = 0; t < T; ++t) acc[v][t] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < cols; ++k) {
+    __m512 wv[V];
+    for (int v = 0; v < V; ++v) {
+      const uint16_t* p = panels + (v / 2) * panel_values + k * 32 + (v % 2) * 16;
+      if constexpr (kPrefetch) {
+        if (v % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
+      }
+      wv[v] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512 xt = _mm512_set1_ps(x[t * x_stride + k]);
+      for (int v = 0; v < V; ++v) acc[v][t] = _mm512_fmadd_ps(wv[v], xt, acc[v][t]);
     }
   }
-  for (; k + 16 <= n; k += 16) {
-    const __m512 xv = _mm512_loadu_ps(x + k);
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * w_stride + k)));
-      acc[r] = _mm512_fmadd_ps(wv, xv, acc[r]);
-    }
+  for (int v = 0; v < V; ++v) {
+    const int rows = num_rows - 16 * v;
+    if (rows <= 0) break;
+    const __mmask16 mask = rows >= 16 ? 0xffff : static_cast<__mmask16>((1u << rows) - 1);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride + 16 * v, mask, acc[v][t]);
   }
-  if (k < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - k)) - 1);
-    const __m512 xv = _mm512_maskz_loadu_ps(mask, x + k);
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w + r * w_stride + k));
-      acc[r] = _mm512_fmadd_ps(wv, xv, acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = ReduceLanes(acc[r]);
 }
 
-// F16 weights with F32 activations: acc[r][t] += w[k..k+16) * x[k..k+16) for k in
-// order (a partial last vector read with a mask), one chain per (row, token),
-// then ReduceLanes: the same operations in every tile.
-template <int R, int T>
-void TileF16(const uint16_t* w, int64_t w_stride, const float* x, int64_t x_stride, int64_t n, float* y,
-             int64_t y_stride) {
-  __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 16 <= n; k += 16) {
-    __m512 xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * x_stride + k);
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * w_stride + k)));
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-    }
-  }
-  if (k < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - k)) - 1);
-    __m512 xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(mask, x + t * x_stride + k);
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w + r * w_stride + k));
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-    }
-  }
-  StoreTile<R, T>(acc, y, y_stride);
-}
-
-// One token of F16 (decode): rows two at a time, each one chain in k order as in
-// TileF16 (so the result is TileF16's, bit for bit), the next pair's lines
-// prefetched as these are read (see OneRowGroup: the 8-row tile left the hardware
-// prefetcher behind).
-void OneTokenF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t n, float* y) {
-  int r = 0;
-  for (; r + 2 <= num_rows; r += 2) TileF16Prefetched<2>(w + r * w_stride, w_stride, x, n, y + r);
-  for (; r < num_rows; ++r) TileF16Prefetched<1>(w + r * w_stride, w_stride, x, n, y + r);
-}
-
-using TileF16Fn = void (*)(const uint16_t*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+using PanelTileF16Fn = void (*)(const uint16_t*, int64_t, int, const float*, int64_t, float*, int64_t);
 
 }  // namespace
 
-void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t x_stride,
-                int num_tokens, int64_t n, float* y, int64_t y_stride) {
-  if (num_tokens == 1) {
-    OneTokenF16(w, w_stride, num_rows, x, n, y);
-    return;
-  }
-  // Two tokens or more (one token went to OneTokenF16 above).
-  static constexpr TileF16Fn kTiles[kMaxRows][kMaxTokensF16 - 1] = {
-      {TileF16<1, 2>, TileF16<1, 3>, TileF16<1, 4>, TileF16<1, 5>, TileF16<1, 6>},
-      {TileF16<2, 2>, TileF16<2, 3>, TileF16<2, 4>, TileF16<2, 5>, TileF16<2, 6>},
-      {TileF16<3, 2>, TileF16<3, 3>, TileF16<3, 4>, TileF16<3, 5>, TileF16<3, 6>},
-      {TileF16<4, 2>, TileF16<4, 3>, TileF16<4, 4>, TileF16<4, 5>, TileF16<4, 6>},
+void DotPanelsF16(const uint16_t* panels, int num_panels, int64_t cols, int num_rows, const float* x,
+                  int64_t x_stride, int num_tokens, float* y, int64_t y_stride) {
+  static constexpr PanelTileF16Fn kOnePanel[kF16PanelTokens] = {
+      PanelTileF16<2, 1>, PanelTileF16<2, 2>, PanelTileF16<2, 3>,  PanelTileF16<2, 4>,
+      PanelTileF16<2, 5>, PanelTileF16<2, 6>, PanelTileF16<2, 7>,  PanelTileF16<2, 8>,
+      PanelTileF16<2, 9>, PanelTileF16<2, 10>, PanelTileF16<2, 11>, PanelTileF16<2, 12>,
   };
-  kTiles[num_rows - 1][num_tokens - 2](w, w_stride, x, x_stride, n, y, y_stride);
+  static constexpr PanelTileF16Fn kTwoPanels[kF16PanelPairTokens] = {
+      PanelTileF16<4, 1>, PanelTileF16<4, 2>, PanelTileF16<4, 3>,
+      PanelTileF16<4, 4>, PanelTileF16<4, 5>, PanelTileF16<4, 6>,
+  };
+  (num_panels == 2 ? kTwoPanels : kOnePanel)[num_tokens - 1](panels, cols, num_rows, x, x_stride, y, y_stride);
 }
 
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,

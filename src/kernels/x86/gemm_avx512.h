@@ -1,6 +1,6 @@
 // AVX-512 VNNI products of Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K weights with Q8_0 or
-// Q8_K activations, on the packed layouts of kernels/packed_matrix.h, and of F16
-// weights (as the file has them) with F32 activations. Call only when
+// Q8_K activations, and of F16 weights with F32 activations, on the packed layouts
+// of kernels/packed_matrix.h. Call only when
 // CpuHasAvx512Vnni().
 //
 // One (row, token) pair is computed the same way whichever tile it falls in:
@@ -45,11 +45,15 @@ inline constexpr int kRowTokens = 8;
 void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
              int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
 
-// F16 weights (rows w_stride values apart) times F32 activations (tokens x_stride
-// values apart), n values each: y[t * y_stride + r], for num_rows <= 4 (or 8 with
-// one token) and num_tokens <= 6. Bit-identical whatever the tile, as DotTile.
-void DotTileF16(const uint16_t* w, int64_t w_stride, int num_rows, const float* x, int64_t x_stride,
-                int num_tokens, int64_t n, float* y, int64_t y_stride);
+// F16 panels (kernels/packed_matrix.h) times F32 activations (tokens x_stride
+// values apart): y[t * y_stride + r] for the first num_rows rows of num_panels (1, or
+// 2 for up to kF16PanelPairTokens tokens) consecutive panels of 32 rows, num_tokens
+// <= kF16PanelTokens. Each (row, token) is one chain of fma in k order, so results
+// are bit-identical whatever the tile.
+inline constexpr int kF16PanelTokens = 12;
+inline constexpr int kF16PanelPairTokens = 6;
+void DotPanelsF16(const uint16_t* panels, int num_panels, int64_t cols, int num_rows, const float* x,
+                  int64_t x_stride, int num_tokens, float* y, int64_t y_stride);
 
 // Q4_0 / Q5_0 / Q4_K / Q6_K rows' quants written out one a byte (as they are: products
 // with them use the same activations and scales): `out` holds num_rows rows of

@@ -138,8 +138,12 @@ Status EncoderModel::BindWeights() {
     RETURN_IF_ERROR(matrix(p + "ffn_down.weight", e, c.n_ff, &w.w_down));
     RETURN_IF_ERROR(vector(p + "layer_output_norm.weight", e, &w.out_norm));
     RETURN_IF_ERROR(vector(p + "layer_output_norm.bias", e, &w.out_norm_b));
-    // Packed for this CPU's kernels where it has them (as the decoder's: kernels/matmul.h).
-    for (WeightMatrix* m : {&w.wqkv, &w.wq, &w.wk, &w.wv, &w.wo, &w.w_up, &w.w_gate, &w.w_down}) PackForMatMul(m);
+    // Packed for this CPU's kernels where it has them, the file's pages then
+    // released (as the decoder's: kernels/matmul.h).
+    for (WeightMatrix* m : {&w.wqkv, &w.wq, &w.wk, &w.wv, &w.wo, &w.w_up, &w.w_gate, &w.w_down}) {
+      PackForMatMul(m);
+      if (m->packed != nullptr) file_.ReleasePages(m->data, *GgmlRowBytes(m->type, m->cols) * m->rows);
+    }
   }
   return Status::Ok();
 }

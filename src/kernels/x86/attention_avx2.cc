@@ -15,11 +15,11 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "kernels/ref/quantize.h"
 
@@ -46,6 +46,31 @@ __m256 ExpNonPositive(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(dead, _mm256_mul_ps(p, _mm256_castsi256_ps(exponent)));
+}
+
+// A thread's buffers, kept from call to call (a decode step makes one call per
+// sequence, layer and KV head). Plain malloc and loops: this file is built for
+// AVX2, so it must not instantiate templates (std::vector, std::fill) that the rest
+// of the binary shares, whose one kept copy could then be this file's.
+class Scratch {
+ public:
+  ~Scratch() { free(data_); }
+  float* Floats(size_t n) {
+    if (n > capacity_) {
+      free(data_);
+      data_ = static_cast<float*>(malloc(n * sizeof(float)));
+      capacity_ = data_ != nullptr ? n : 0;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+void Fill(float* p, int64_t n, float value) {
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
 // Rows [0, n) of one block's K or V slice for `kv_head`, as F32 [block_size][head_dim];
@@ -78,7 +103,7 @@ void LoadBlock(const void* base, KvType type, int64_t first_slot, int n, int blo
       }
     }
   }
-  std::fill(out + static_cast<int64_t>(n) * head_dim, out + static_cast<int64_t>(block_size) * head_dim, 0.0f);
+  Fill(out + static_cast<int64_t>(n) * head_dim, static_cast<int64_t>(block_size - n) * head_dim, 0.0f);
 }
 
 }  // namespace
@@ -90,39 +115,50 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
   const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * d;
   const int rows = num_queries * group;
   const int chunks = (rows + kLanes - 1) / kLanes;
-  // Per chunk: queries (scaled) and outputs transposed [d][8], positions, max, sum.
-  std::vector<float> qt(static_cast<size_t>(chunks) * d * kLanes, 0.0f);
-  std::vector<float> ot(qt.size(), 0.0f);
-  std::vector<int32_t> pos(static_cast<size_t>(chunks) * kLanes, INT32_MAX);  // padding lanes see every key
-  std::vector<float> running(2 * pos.size(), 0.0f);  // max, then sum, per lane
-  float* max = running.data();
-  float* sum = running.data() + pos.size();
-  std::fill(max, max + pos.size(), -INFINITY);
+  // Per chunk: queries (scaled) and outputs transposed [d][8], positions, max and
+  // sum per lane; then one block's keys and values as F32, and its scores [key][8 lanes].
+  const int64_t lanes = static_cast<int64_t>(chunks) * kLanes, transposed = lanes * d;
+  const int64_t block_values = static_cast<int64_t>(bs) * d;
+  thread_local Scratch scratch;
+  float* qt = scratch.Floats(2 * transposed + 3 * lanes + 2 * block_values + static_cast<int64_t>(bs) * kLanes);
+  if (qt == nullptr) {
+    fputs("tachyon: out of memory for attention scratch\n", stderr);
+    abort();
+  }
+  float* ot = qt + transposed;
+  int32_t* pos = reinterpret_cast<int32_t*>(ot + transposed);
+  float* max = ot + transposed + lanes;
+  float* sum = max + lanes;
+  float* keys = sum + lanes;
+  float* values = keys + block_values;
+  float* sc = values + block_values;
+  Fill(qt, 2 * transposed, 0.0f);
+  for (int64_t i = 0; i < lanes; ++i) pos[i] = INT32_MAX;  // padding lanes see every key
+  Fill(max, lanes, -INFINITY);
+  Fill(sum, lanes, 0.0f);
   for (int r = 0; r < rows; ++r) {
     const int t = r / group, h = kv_head * group + r % group;
     const float* qh = q + t * q_stride + static_cast<int64_t>(h) * d;
-    float* dst = qt.data() + static_cast<size_t>(r / kLanes) * d * kLanes + r % kLanes;
+    float* dst = qt + static_cast<size_t>(r / kLanes) * d * kLanes + r % kLanes;
     for (int i = 0; i < d; ++i) dst[i * kLanes] = qh[i] * scale;
     pos[r] = static_cast<int32_t>(first_position + t);
   }
   const int64_t last = first_position + num_queries - 1;
-  std::vector<float> keys(static_cast<size_t>(bs) * d), values(keys.size());
-  std::vector<float> scores(static_cast<size_t>(bs) * kLanes);  // [key][8 lanes]
-  float* sc = scores.data();
   for (int64_t block = 0; block <= last / bs; ++block) {
-    const int n = static_cast<int>(std::min<int64_t>(bs, last + 1 - block * bs));
+    const int64_t left = last + 1 - block * bs;
+    const int n = static_cast<int>(left < bs ? left : bs);
     const int64_t first_slot = static_cast<int64_t>(block_table[block]) * bs;
-    LoadBlock(kv.k, kv.type, first_slot, n, bs, kv_dim, kv_head, d, keys.data());
-    LoadBlock(kv.v, kv.type, first_slot, n, bs, kv_dim, kv_head, d, values.data());
+    LoadBlock(kv.k, kv.type, first_slot, n, bs, kv_dim, kv_head, d, keys);
+    LoadBlock(kv.v, kv.type, first_slot, n, bs, kv_dim, kv_head, d, values);
     for (int c = 0; c < chunks; ++c) {
-      const float* qc = qt.data() + static_cast<size_t>(c) * d * kLanes;
-      float* oc = ot.data() + static_cast<size_t>(c) * d * kLanes;
-      const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos.data() + c * kLanes));
+      const float* qc = qt + static_cast<size_t>(c) * d * kLanes;
+      float* oc = ot + static_cast<size_t>(c) * d * kLanes;
+      const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + c * kLanes));
       // Scores of every key, four keys at a time (four independent chains over d).
       int j = 0;
       for (; j + 4 <= bs; j += 4) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float* k0 = keys.data() + static_cast<int64_t>(j) * d;
+        const float* k0 = keys + static_cast<int64_t>(j) * d;
         for (int i = 0; i < d; ++i) {
           const __m256 qi = _mm256_loadu_ps(qc + i * kLanes);
           a0 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + i), a0);
@@ -137,7 +173,7 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
       }
       for (; j < bs; ++j) {
         __m256 a = _mm256_setzero_ps();
-        const float* kj = keys.data() + static_cast<int64_t>(j) * d;
+        const float* kj = keys + static_cast<int64_t>(j) * d;
         for (int i = 0; i < d; ++i) {
           a = _mm256_fmadd_ps(_mm256_loadu_ps(qc + i * kLanes), _mm256_broadcast_ss(kj + i), a);
         }
@@ -172,7 +208,7 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
         __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 2) * kLanes), correction);
         __m256 o3 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 3) * kLanes), correction);
         for (j = 0; j < bs; ++j) {
-          const float* vj = values.data() + static_cast<int64_t>(j) * d + i;
+          const float* vj = values + static_cast<int64_t>(j) * d + i;
           const __m256 p = _mm256_loadu_ps(sc + j * kLanes);
           o0 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj), o0);
           o1 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 1), o1);
@@ -188,7 +224,7 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
         __m256 o = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
         for (j = 0; j < bs; ++j) {
           o = _mm256_fmadd_ps(_mm256_loadu_ps(sc + j * kLanes),
-                              _mm256_broadcast_ss(values.data() + static_cast<int64_t>(j) * d + i), o);
+                              _mm256_broadcast_ss(values + static_cast<int64_t>(j) * d + i), o);
         }
         _mm256_storeu_ps(oc + i * kLanes, o);
       }
@@ -197,7 +233,7 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
   for (int r = 0; r < rows; ++r) {
     const int t = r / group, h = kv_head * group + r % group;
     const float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
-    const float* src = ot.data() + static_cast<size_t>(r / kLanes) * d * kLanes + r % kLanes;
+    const float* src = ot + static_cast<size_t>(r / kLanes) * d * kLanes + r % kLanes;
     float* dst = out + t * q_stride + static_cast<int64_t>(h) * d;
     for (int i = 0; i < d; ++i) dst[i] = src[i * kLanes] * inv;
   }

@@ -51,8 +51,8 @@ namespace tachyon {
 enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ6_K, kF16 };
 
 inline constexpr int kPackedGroupBlocks = 16;
-inline constexpr int64_t kF16PanelRows = 32;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
+inline constexpr int64_t kF16PanelRows = 32;
 
 // One token's activations for 16 blocks, quantized as the reference quantizes
 // them (Q8_0: ref::QuantizeActivationsQ8_0; Q8_K for Q4_K and Q6_K), in the packed
@@ -141,7 +141,7 @@ class PackedMatrix {
   int64_t rows_, cols_, num_full_groups_;
   int partial_blocks_;
   size_t row_bytes_;
-  std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_], 64-byte aligned
+  std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_] (F16: [panels][cols][32]), 64-byte aligned
 };
 
 // x [n] as activation groups for weights of `format` (ceil(n / 512) groups; the

@@ -433,7 +433,7 @@ void PanelTileF16(const uint16_t* panels, int64_t cols, int num_rows, const floa
   // Few tokens (a decode step) stream the panels from memory: ask for them ahead.
   constexpr bool kPrefetch = T <= 4;
   constexpr int64_t kAhead = kPrefetchBytes / 2;  // values of k ahead: 64 bytes each
-  const int64_t panel_values = cols * 32;
+  const int64_t panel_values = cols * kF16PanelRows;
   __m512 acc[V][T];
   for (int v = 0; v < V; ++v) {
     for (int t = 0; t < T; ++t) acc[v][t] = _mm512_setzero_ps();
@@ -441,7 +441,7 @@ void PanelTileF16(const uint16_t* panels, int64_t cols, int num_rows, const floa
   for (int64_t k = 0; k < cols; ++k) {
     __m512 wv[V];
     for (int v = 0; v < V; ++v) {
-      const uint16_t* p = panels + (v / 2) * panel_values + k * 32 + (v % 2) * 16;
+      const uint16_t* p = panels + (v / 2) * panel_values + k * kF16PanelRows + (v % 2) * 16;
       if constexpr (kPrefetch) {
         if (v % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
       }

@@ -13,6 +13,7 @@
 #include "kernels/ref/kquants.h"
 #include "kernels/ref/ops.h"
 #include "kernels/x86/dot_avx2.h"
+#include "kernels/x86/gemm_avx2.h"
 #include "kernels/x86/gemm_avx512.h"
 
 namespace tachyon {
@@ -68,8 +69,9 @@ int MaskBit(const uint8_t* masks, int words, int word, int lane, int v) {
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
-PackedMatrix::PackedMatrix(PackedFormat format, int64_t rows, int64_t cols)
+PackedMatrix::PackedMatrix(PackedFormat format, PackedKernels kernels, int64_t rows, int64_t cols)
     : format_(format),
+      kernels_(kernels),
       rows_(rows),
       cols_(cols),
       num_full_groups_(cols / kPackedGroupValues),
@@ -88,12 +90,13 @@ PackedMatrix::PackedMatrix(PackedFormat format, int64_t rows, int64_t cols)
 }
 
 std::unique_ptr<PackedMatrix> PackedMatrix::Pack(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols) {
-  if (!CpuHasAvx512Vnni()) return nullptr;
-  return PackAnyCpu(type, data, rows, cols);
+  if (CpuHasAvx512Vnni()) return PackAnyCpu(type, data, rows, cols, PackedKernels::kAvx512);
+  if (CpuHasAvx2()) return PackAnyCpu(type, data, rows, cols, PackedKernels::kAvx2);
+  return nullptr;
 }
 
 std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint8_t* data, int64_t rows,
-                                                       int64_t cols) {
+                                                       int64_t cols, PackedKernels kernels) {
   PackedFormat format;
   switch (type) {
     case GgmlType::kQ8_0: format = PackedFormat::kQ8_0; break;
@@ -107,7 +110,7 @@ std::unique_ptr<PackedMatrix> PackedMatrix::PackAnyCpu(GgmlType type, const uint
   const bool k_quant = format == PackedFormat::kQ4_K || format == PackedFormat::kQ6_K;
   const int64_t block = format == PackedFormat::kF16 ? 1 : k_quant ? kQK_K : 32;
   if (cols <= 0 || cols % block != 0 || rows <= 0) return nullptr;
-  std::unique_ptr<PackedMatrix> m(new PackedMatrix(format, rows, cols));
+  std::unique_ptr<PackedMatrix> m(new PackedMatrix(format, kernels, rows, cols));
   const size_t file_row_bytes = *GgmlRowBytes(type, cols);
   const bool f16 = format == PackedFormat::kF16;
   // Units of packing: rows, or F16's panels.
@@ -421,8 +424,10 @@ void PackedMatrix::MultiplyTile(int64_t tile, const ActivationGroup* act, int64_
                           .num_blocks = cols_ / 32,
                           .num_full_groups = num_full_groups_,
                           .partial_blocks = partial_blocks_};
+  const bool avx2 = kernels_ == PackedKernels::kAvx2;
   if (expanded != nullptr) {
-    avx512::ExpandRows(format_, rows, static_cast<int>(r1 - r0), expanded, expanded_stride);
+    (avx2 ? avx2::ExpandRows : avx512::ExpandRows)(format_, rows, static_cast<int>(r1 - r0), expanded,
+                                                   expanded_stride);
     rows.rows = expanded;
     rows.row_stride = expanded_stride;
   }
@@ -437,8 +442,8 @@ void PackedMatrix::MultiplyTile(int64_t tile, const ActivationGroup* act, int64_
       avx512::PackedRows part = rows;
       part.rows += (r - r0) * rows.row_stride;
       part.scales += (r - r0) * rows.scales_stride;
-      avx512::DotTile(format_, bytes, part, static_cast<int>(nr), &act[t * ng], token_stride, nt, y + t * rows_ + r,
-                      rows_);
+      (avx2 ? avx2::DotTile : avx512::DotTile)(format_, bytes, part, static_cast<int>(nr), &act[t * ng],
+                                               token_stride, nt, y + t * rows_ + r, rows_);
     }
   }
 }
@@ -461,8 +466,9 @@ void PackedMatrix::MultiplyPanels(int64_t begin, int64_t end, const float* x, in
       const int rows = static_cast<int>(std::min(rows_ - p * kF16PanelRows, np * kF16PanelRows));
       for (int64_t t = t0; t < t1; t += kTileTokens) {
         const int nt = static_cast<int>(std::min(kTileTokens, t1 - t));
-        avx512::DotPanelsF16(panel(p), static_cast<int>(np), cols_, rows, x + t * cols_, cols_, nt,
-                             y + t * rows_ + p * kF16PanelRows, rows_);
+        (kernels_ == PackedKernels::kAvx2 ? avx2::DotPanelsF16 : avx512::DotPanelsF16)(
+            panel(p), static_cast<int>(np), cols_, rows, x + t * cols_, cols_, nt, y + t * rows_ + p * kF16PanelRows,
+            rows_);
       }
     }
   }

@@ -1,5 +1,7 @@
 // PackedMatrix: a Q8_0, Q4_0, Q5_0, Q4_K, Q6_K or F16 weight matrix rewritten once,
-// at load, for the AVX-512 VNNI kernels (x86/gemm_avx512.cc), and the product with it.
+// at load, for the AVX-512 VNNI kernels (x86/gemm_avx512.cc) or, on CPUs without
+// them, the AVX2 ones (x86/gemm_avx2.cc, the same layout and results), and the
+// product with it.
 //
 // F16 goes in panels of 32 rows (the last one padded with zero rows): a panel holds
 // value k of its 32 rows side by side at [k][32] (64 bytes a k), so that one vector
@@ -49,6 +51,8 @@
 namespace tachyon {
 
 enum class PackedFormat { kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ6_K, kF16 };
+// The kernels a packed matrix is multiplied with (the layout is the same).
+enum class PackedKernels { kAvx512, kAvx2 };
 
 inline constexpr int kPackedGroupBlocks = 16;
 inline constexpr int kPackedGroupValues = kPackedGroupBlocks * 32;
@@ -69,20 +73,24 @@ static_assert(sizeof(ActivationGroup) == 768, "ActivationGroup is 512 quants and
 
 class PackedMatrix {
  public:
-  // The packed form of a [rows, cols] matrix of `type` at `data`, or null when this
-  // CPU has no AVX-512 VNNI or the type has no packed form (then MatMul uses the rows as they are).
+  // The packed form of a [rows, cols] matrix of `type` at `data` for the best kernels
+  // this CPU has (AVX-512 VNNI, else AVX2), or null when it has neither or the type
+  // has no packed form (then MatMul uses the rows as they are).
   static std::unique_ptr<PackedMatrix> Pack(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols);
-  // Packs regardless of the CPU (tests of the layout).
-  static std::unique_ptr<PackedMatrix> PackAnyCpu(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols);
+  // Packs for `kernels` regardless of the CPU (tests: the layout, and each ISA's
+  // kernels where the CPU has them).
+  static std::unique_ptr<PackedMatrix> PackAnyCpu(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols,
+                                                  PackedKernels kernels = PackedKernels::kAvx512);
 
   PackedFormat format() const { return format_; }
+  PackedKernels kernels() const { return kernels_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   // Groups of 16 blocks, the partial last one included (activation groups a token
   // needs; not F16's).
   int64_t num_groups() const { return num_full_groups_ + (partial_blocks_ > 0); }
 
-  // y [num_tokens, rows] = x [num_tokens, cols] * this^T. Needs CpuHasAvx512Vnni().
+  // y [num_tokens, rows] = x [num_tokens, cols] * this^T. Needs the CPU features of kernels().
   void MatMul(const float* x, int64_t num_tokens, float* y, ThreadPool& pool) const;
 
   // Whether `other` takes the same activations (format and width): MatMulSameInput.
@@ -97,7 +105,7 @@ class PackedMatrix {
   void UnpackRow(int64_t row, uint8_t* out) const;
 
  private:
-  PackedMatrix(PackedFormat format, int64_t rows, int64_t cols);
+  PackedMatrix(PackedFormat format, PackedKernels kernels, int64_t rows, int64_t cols);
   void PackRow(const uint8_t* in, uint8_t* out) const;  // one row of the file's blocks
   // Rows [16 tile, 16 tile + 16) times every token; `expanded` (or null) a buffer
   // for the tile's quants one a byte.
@@ -138,6 +146,7 @@ class PackedMatrix {
     void operator()(uint8_t* p) const;
   };
   PackedFormat format_;
+  PackedKernels kernels_;
   int64_t rows_, cols_, num_full_groups_;
   int partial_blocks_;
   size_t row_bytes_;

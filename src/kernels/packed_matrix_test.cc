@@ -39,7 +39,9 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 3);
     std::unique_ptr<PackedMatrix> packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols);
     ASSERT_NE(packed, nullptr);
-    if (!f16) EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
+    if (!f16) {
+      EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
+    }
     const uint64_t row_bytes = *GgmlRowBytes(type, cols);
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<uint8_t> row(row_bytes);
@@ -49,37 +51,74 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
   }
 }
 
+bool CpuRuns(PackedKernels kernels) {
+  return kernels == PackedKernels::kAvx512 ? CpuHasAvx512Vnni() : CpuHasAvx2();
+}
+const char* KernelsName(PackedKernels kernels) { return kernels == PackedKernels::kAvx512 ? "AVX-512" : "AVX2"; }
+
 // Against the reference MatMul on the same bytes (the same Q8_0 activations, so only
 // the order of the float sums differs), and bit for bit: every token's result the same
 // in a batch of any size as alone (a row at a time up to 8 tokens, then the 4 x 3
 // register tile; F16: two panels up to 6 tokens, then one panel and up to 12), with
-// rows not a multiple of the tile's.
+// rows not a multiple of the tile's; for each ISA's kernels this CPU runs.
 TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
-  if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
+  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2: the packed kernels do not run here";
   const GgmlType type = GetParam();
-  for (int64_t cols : {256, 768, 2048, 576, 544, 608, 37}) {
+  for (PackedKernels kernels : {PackedKernels::kAvx512, PackedKernels::kAvx2}) {
+    if (!CpuRuns(kernels)) continue;
+    for (int64_t cols : {256, 768, 2048, 576, 544, 608, 37}) {
+      if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
+      if (type != GgmlType::kF16 && cols % 32 != 0) continue;
+      const int64_t rows = type == GgmlType::kF16 ? 101 : 37, tokens = 17;
+      const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 7);
+      WeightMatrix w{type, bytes.data(), rows, cols};
+      w.packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols, kernels);
+      ASSERT_NE(w.packed, nullptr);
+      const std::vector<float> x = testing_util::RandomNonZero(tokens * cols, 8);
+      ThreadPool one(1), three(3);
+      std::vector<float> batch(tokens * rows), reference(tokens * rows);
+      MatMul(w, x.data(), tokens, batch.data(), three);
+      MatMul(w, x.data(), tokens, reference.data(), one, KernelPath::kReference);
+      for (int64_t i = 0; i < tokens * rows; ++i) {
+        ASSERT_NEAR(batch[i], reference[i], 1e-4f * (1 + std::fabs(reference[i])))
+            << KernelsName(kernels) << ", " << cols << " cols, at " << i;
+      }
+      for (int64_t size : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12}) {
+        for (int64_t t0 = 0; t0 + size <= tokens; t0 += size) {
+          std::vector<float> part(size * rows);
+          MatMul(w, x.data() + t0 * cols, size, part.data(), one);
+          for (int64_t i = 0; i < size * rows; ++i) {
+            ASSERT_EQ(part[i], batch[t0 * rows + i])
+                << KernelsName(kernels) << ", bit-identical: batch of " << size << " at token " << t0;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX2 kernels give the AVX-512 kernels' results, bit for bit (the same
+// operations lane by lane, two halves of 8 lanes for one of 16), so a model's output
+// does not depend on which of the two a machine has.
+TEST_P(PackedMatrixTest, Avx2GivesTheAvx512Results) {
+  if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI to compare the AVX2 kernels with";
+  const GgmlType type = GetParam();
+  for (int64_t cols : {256, 768, 2048, 576, 544, 608, 800, 37}) {
     if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
     if (type != GgmlType::kF16 && cols % 32 != 0) continue;
-    const int64_t rows = type == GgmlType::kF16 ? 101 : 37, tokens = 17;
-    const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 7);
-    WeightMatrix w{type, bytes.data(), rows, cols};
-    PackForMatMul(&w);
-    ASSERT_NE(w.packed, nullptr);
-    const std::vector<float> x = testing_util::RandomNonZero(tokens * cols, 8);
-    ThreadPool one(1), three(3);
-    std::vector<float> batch(tokens * rows), reference(tokens * rows);
-    MatMul(w, x.data(), tokens, batch.data(), three);
-    MatMul(w, x.data(), tokens, reference.data(), one, KernelPath::kReference);
-    for (int64_t i = 0; i < tokens * rows; ++i) {
-      ASSERT_NEAR(batch[i], reference[i], 1e-4f * (1 + std::fabs(reference[i]))) << cols << " cols, at " << i;
-    }
-    for (int64_t size : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12}) {
-      for (int64_t t0 = 0; t0 + size <= tokens; t0 += size) {
-        std::vector<float> part(size * rows);
-        MatMul(w, x.data() + t0 * cols, size, part.data(), one);
-        for (int64_t i = 0; i < size * rows; ++i) {
-          ASSERT_EQ(part[i], batch[t0 * rows + i]) << "bit-identical: batch of " << size << " at token " << t0;
-        }
+    const int64_t rows = type == GgmlType::kF16 ? 101 : 37;
+    const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 11);
+    WeightMatrix a{type, bytes.data(), rows, cols}, b{type, bytes.data(), rows, cols};
+    a.packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols, PackedKernels::kAvx512);
+    b.packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols, PackedKernels::kAvx2);
+    ThreadPool pool(2);
+    for (int64_t tokens : {1, 2, 3, 5, 8, 13, 30}) {
+      const std::vector<float> x = testing_util::RandomNonZero(tokens * cols, 12);
+      std::vector<float> ya(tokens * rows), yb(tokens * rows);
+      MatMul(a, x.data(), tokens, ya.data(), pool);
+      MatMul(b, x.data(), tokens, yb.data(), pool);
+      for (int64_t i = 0; i < tokens * rows; ++i) {
+        ASSERT_EQ(ya[i], yb[i]) << cols << " cols, " << tokens << " tokens, at " << i;
       }
     }
   }
@@ -88,7 +127,7 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
 // q, k and v in one call: each result MatMul's, bit for bit, and a matrix of another
 // type among them sends every one through MatMul.
 TEST_P(PackedMatrixTest, MatricesSharingTheirInputGiveMatMulsResults) {
-  if (!CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the packed kernels do not run here";
+  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2: the packed kernels do not run here";
   const GgmlType type = GetParam();
   const int64_t cols = 512, tokens = 13;
   const std::vector<int64_t> rows = {40, 8, 21};

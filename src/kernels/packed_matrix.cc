@@ -65,6 +65,18 @@ int MaskBit(const uint8_t* masks, int words, int word, int lane, int v) {
   return (masks[8 * (words * (v / 4) + word) + bit / 8] >> (bit % 8)) & 1;
 }
 
+// Q6_K's high 2 bits for the AVX2 kernels (one shift and mask a half vector there,
+// where the bit masks take two byte expansions): 16 bytes a vector (v / 4), byte c
+// holding those of the vector's bytes c, c + 16, c + 32, c + 48 at bits 0-1, 2-3, 4-5, 6-7.
+void SetCrumb(uint8_t* crumbs, int lane, int v, int high) {
+  const int i = 4 * lane + v % 4;
+  crumbs[16 * (v / 4) + i % 16] |= static_cast<uint8_t>(high << (2 * (i / 16)));
+}
+int Crumb(const uint8_t* crumbs, int lane, int v) {
+  const int i = 4 * lane + v % 4;
+  return (crumbs[16 * (v / 4) + i % 16] >> (2 * (i / 16))) & 3;
+}
+
 }  // namespace
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -177,8 +189,12 @@ void PackedMatrix::PackRow(const uint8_t* in, uint8_t* out) const {
         const int q = Q6Value(block, 32 * j + v);
         uint8_t& nibbles = group[VectorOffset(lane, v % 16, width)];
         nibbles = static_cast<uint8_t>(nibbles | (q & 15) << (v < 16 ? 0 : 4));
-        if (q & 16) SetMaskBit(group + 4 * width, 2, 0, lane, v);
-        if (q & 32) SetMaskBit(group + 4 * width, 2, 1, lane, v);
+        if (kernels_ == PackedKernels::kAvx2) {
+          SetCrumb(group + 4 * width, lane, v, q >> 4);
+        } else {
+          if (q & 16) SetMaskBit(group + 4 * width, 2, 0, lane, v);
+          if (q & 32) SetMaskBit(group + 4 * width, 2, 1, lane, v);
+        }
       }
       scales[b] = static_cast<uint8_t>(block.scales[2 * j]);
       scales[num_blocks + b] = static_cast<uint8_t>(block.scales[2 * j + 1]);
@@ -242,8 +258,10 @@ void PackedMatrix::UnpackRow(int64_t r, uint8_t* out) const {
       BlockQ6_K& block = reinterpret_cast<BlockQ6_K*>(out)[b / 8];
       const int j = static_cast<int>(b % 8);
       for (int v = 0; v < 32; ++v) {
-        const int q = (group[VectorOffset(lane, v % 16, width)] >> (v < 16 ? 0 : 4) & 15) |
-                      MaskBit(group + 4 * width, 2, 0, lane, v) << 4 | MaskBit(group + 4 * width, 2, 1, lane, v) << 5;
+        const int high = kernels_ == PackedKernels::kAvx2
+                             ? Crumb(group + 4 * width, lane, v)
+                             : MaskBit(group + 4 * width, 2, 0, lane, v) | MaskBit(group + 4 * width, 2, 1, lane, v) << 1;
+        const int q = (group[VectorOffset(lane, v % 16, width)] >> (v < 16 ? 0 : 4) & 15) | high << 4;
         SetQ6Value(&block, 32 * j + v, q);
       }
       block.scales[2 * j] = static_cast<int8_t>(scales[b]);

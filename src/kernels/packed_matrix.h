@@ -30,7 +30,9 @@
 //   Q5_0: nibbles as Q4_0's, then uint64 fifth_bits[8] (bit 4 b + k of word j: the
 //         fifth bit of lane b's byte k of vector j); F16 d[num_blocks] (352, as the file's)
 //   Q6_K: the low 4 bits as Q4_0's nibbles, then uint64 high_bits[8][2] (bits 4 and 5
-//         of lane b's byte k of vector j at bit 4 b + k of words 2 j, 2 j + 1); int8
+//         of lane b's byte k of vector j at bit 4 b + k of words 2 j, 2 j + 1; packed
+//         for the AVX2 kernels instead uint8 crumbs[8][16]: byte c of vector j holds
+//         bits 4-5 of its bytes c, c + 16, c + 32, c + 48 at bits 0-1 .. 6-7); int8
 //         scale of each block's first 16 values[num_blocks], of its second 16
 //         [num_blocks], F16 d[num_blocks / 8] (420 bytes a group, as the file's)
 //   Q4_K: nibbles as Q4_0's; uint8 scale[num_blocks], uint8 min[num_blocks] (the 6-bit

@@ -37,16 +37,19 @@ TEST_P(PackedMatrixTest, PackingLosesNothing) {
     if (!f16 && cols % 32 != 0) continue;
     const int64_t rows = f16 ? 70 : 5;
     const std::vector<uint8_t> bytes = QuantizedMatrix(type, rows, cols, 3);
-    std::unique_ptr<PackedMatrix> packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols);
-    ASSERT_NE(packed, nullptr);
-    if (!f16) {
-      EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
-    }
-    const uint64_t row_bytes = *GgmlRowBytes(type, cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<uint8_t> row(row_bytes);
-      packed->UnpackRow(r, row.data());
-      EXPECT_EQ(std::memcmp(row.data(), bytes.data() + r * row_bytes, row_bytes), 0) << cols << " cols, row " << r;
+    for (PackedKernels kernels : {PackedKernels::kAvx512, PackedKernels::kAvx2}) {  // Q6_K's layouts differ
+      std::unique_ptr<PackedMatrix> packed = PackedMatrix::PackAnyCpu(type, bytes.data(), rows, cols, kernels);
+      ASSERT_NE(packed, nullptr);
+      if (!f16) {
+        EXPECT_EQ(packed->num_groups(), (cols + 511) / 512);
+      }
+      const uint64_t row_bytes = *GgmlRowBytes(type, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<uint8_t> row(row_bytes);
+        packed->UnpackRow(r, row.data());
+        EXPECT_EQ(std::memcmp(row.data(), bytes.data() + r * row_bytes, row_bytes), 0)
+            << cols << " cols, row " << r << (kernels == PackedKernels::kAvx2 ? ", AVX2 layout" : "");
+      }
     }
   }
 }

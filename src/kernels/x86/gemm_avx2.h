@@ -25,19 +25,16 @@ using PackedRows = avx512::PackedRows;
 
 // As avx512::DotTile: 3 tokens and up to 4 rows through the register tile (2
 // rows at a time here), else up to avx512::kRowTokens tokens a row at a time.
-void DotTile(PackedFormat format, bool bytes, const PackedRows &rows,
-             int num_rows, const ActivationGroup *tokens, int64_t token_stride,
-             int num_tokens, float *y, int64_t y_stride);
+void DotTile(PackedFormat format, bool bytes, const PackedRows& rows, int num_rows, const ActivationGroup* tokens,
+             int64_t token_stride, int num_tokens, float* y, int64_t y_stride);
 
 // As avx512::DotPanelsF16 (the same arguments and limits): each (row, token)
 // one chain of fma in k order, so the results are the AVX-512 kernel's, bit for
 // bit.
-void DotPanelsF16(const uint16_t *panels, int num_panels, int64_t cols,
-                  int num_rows, const float *x, int64_t x_stride,
-                  int num_tokens, float *y, int64_t y_stride);
+void DotPanelsF16(const uint16_t* panels, int num_panels, int64_t cols, int num_rows, const float* x, int64_t x_stride,
+                  int num_tokens, float* y, int64_t y_stride);
 
 // As avx512::ExpandRows.
-void ExpandRows(PackedFormat format, const PackedRows &rows, int num_rows,
-                uint8_t *out, int64_t out_stride);
+void ExpandRows(PackedFormat format, const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_stride);
 
-} // namespace tachyon::avx2
+}  // namespace tachyon::avx2

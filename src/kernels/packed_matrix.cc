@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "base/check.h"
 #include "kernels/block_formats.h"
 #include "kernels/cpu_features.h"
@@ -27,6 +29,7 @@ constexpr int kTileTokens = 3;
 // From this many tokens a tile of nibbles (Q4_0, Q5_0, Q4_K, Q6_K) is expanded to bytes once (ExpandQ4Rows)
 // rather than its nibbles split for every 3 tokens.
 constexpr int64_t kMinTokensToExpand = 12;
+constexpr size_t kHugePage = size_t{2} << 20;
 // F16: the activations of a block of tokens that a thread passes its panels over (MultiplyPanels).
 constexpr int64_t kF16TokenBlockBytes = 1 << 20;
 
@@ -97,8 +100,14 @@ PackedMatrix::PackedMatrix(PackedFormat format, PackedKernels kernels, int64_t r
   row_bytes_ = format == PackedFormat::kF16 ? 0 : (bytes + 63) / 64 * 64;
   const size_t total = format == PackedFormat::kF16 ? num_panels() * cols * kF16PanelRows * sizeof(uint16_t)
                                                     : row_bytes_ * rows_;
-  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
+  // A large matrix in 2 MiB pages where the kernel gives them (transparent huge
+  // pages on request), but for its last, partial 2 MiB (no page rounded up): a
+  // decode step streams every matrix once, and with 4 KiB pages every 4 KiB of
+  // weights cost a TLB miss.
+  const bool huge = total >= kHugePage;
+  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(huge ? kHugePage : 64, total)));
   CHECK(data_ != nullptr) << "out of memory packing a [" << rows << ", " << cols << "] matrix";
+  if (huge) ::madvise(data_.get(), total / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
 }
 
 std::unique_ptr<PackedMatrix> PackedMatrix::Pack(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols) {

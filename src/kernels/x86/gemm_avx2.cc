@@ -246,7 +246,7 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
   const int halves = nb > 8 ? 2 : 1;
   constexpr int kVectors = 8 / Scales::kParts;
   // One row (a decode step): its groups stream from memory in address order.
-  if constexpr (R == 1 && !kPartial) PrefetchAhead<Rows>(w, w.rows + g * Rows::kGroupBytes, g);
+  if constexpr (R == 1) PrefetchAhead<Rows>(w, w.rows + g * Rows::kGroupBytes, g);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int part = 0; part < Scales::kParts; ++part) {
     for (int h = 0; h < halves; ++h) {

@@ -267,9 +267,10 @@ void PackedMatrix::UnpackRow(int64_t r, uint8_t* out) const {
       BlockQ6_K& block = reinterpret_cast<BlockQ6_K*>(out)[b / 8];
       const int j = static_cast<int>(b % 8);
       for (int v = 0; v < 32; ++v) {
+        const uint8_t* masks = group + 4 * width;
         const int high = kernels_ == PackedKernels::kAvx2
-                             ? Crumb(group + 4 * width, lane, v)
-                             : MaskBit(group + 4 * width, 2, 0, lane, v) | MaskBit(group + 4 * width, 2, 1, lane, v) << 1;
+                             ? Crumb(masks, lane, v)
+                             : MaskBit(masks, 2, 0, lane, v) | MaskBit(masks, 2, 1, lane, v) << 1;
         const int q = (group[VectorOffset(lane, v % 16, width)] >> (v < 16 ? 0 : 4) & 15) | high << 4;
         SetQ6Value(&block, 32 * j + v, q);
       }
@@ -332,6 +333,16 @@ void CompactLastGroup(ActivationGroup* group, int nb) {
 }
 
 }  // namespace
+
+uint64_t CompactPartialMask(const uint8_t* masks, int nb) {
+  uint64_t out = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint64_t bits;
+    std::memcpy(&bits, masks + 8 * j, sizeof(bits));
+    out |= (bits & ((uint64_t{1} << (4 * nb)) - 1)) << (4 * nb * j);
+  }
+  return out;
+}
 
 void QuantizeActivationGroups(PackedFormat format, const float* x, int64_t n, ActivationGroup* out) {
   const int partial = static_cast<int>(n / 32 % kPackedGroupBlocks);

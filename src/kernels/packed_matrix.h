@@ -155,6 +155,11 @@ class PackedMatrix {
   std::unique_ptr<uint8_t[], Free> data_;  // [rows][row_bytes_] (F16: [panels][cols][32]), 64-byte aligned
 };
 
+// A compact partial group's (nb blocks) Q5_0 fifth bits, as its quants lie (vector j's
+// lane b at dword j nb + b): the low 4 nb bits of each of the 8 masks at `masks`, one
+// after the other. Compiled for any x86-64: both kernel files call it.
+uint64_t CompactPartialMask(const uint8_t* masks, int nb);
+
 // x [n] as activation groups for weights of `format` (ceil(n / 512) groups; the
 // lanes of a partial group's missing blocks are zero, scales and sums included; a
 // partial group of 1 or 2 blocks in the compact layout of x86/gemm_avx512.h).

@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/x86/packed_prefetch.h"
+
 namespace tachyon::avx2 {
 namespace {
 
@@ -50,18 +52,6 @@ __m256i ExpandBits(uint32_t m, __m256i value) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), value);
 }
 
-// The 8 low 4 nb bits of masks[stride * j + word] (j = 0..7), one after the
-// other (avx512's CompactMask).
-uint64_t CompactMask(const uint8_t* masks, int stride, int word, int nb) {
-  uint64_t out = 0;
-  for (int j = 0; j < 8; ++j) {
-    uint64_t bits;
-    __builtin_memcpy(&bits, masks + 8 * (stride * j + word), sizeof(bits));
-    out |= (bits & ((1ull << (4 * nb)) - 1)) << (4 * nb * j);
-  }
-  return out;
-}
-
 __m256i LowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
 __m256i HighNibbles(__m256i v) { return LowNibbles(_mm256_srli_epi16(v, 4)); }
 
@@ -104,7 +94,7 @@ struct Q5Rows {
   static constexpr bool kHasCompact = true;
   static constexpr int64_t kGroupBytes = 320;
   static __m256i LoadCompact(const uint8_t* group, int nb, int h) {
-    const uint64_t bits = CompactMask(group + 16 * nb, 1, 0, nb);
+    const uint64_t bits = CompactPartialMask(group + 16 * nb, nb);
     return _mm256_or_si256(Q4Rows::LoadCompact(group, nb, h),
                            ExpandBits(static_cast<uint32_t>(bits >> (32 * h)), _mm256_set1_epi8(0x10)));
   }
@@ -228,16 +218,6 @@ __m256 AddGroup(__m256 acc, __m256i sums, __m256 scale, __m256 min, const Activa
   return acc;
 }
 
-// kPrefetchBytes ahead of group g of a row (as avx512's PrefetchAhead: one row,
-// few tokens).
-constexpr int64_t kPrefetchBytes = 4096;
-template <class Rows>
-void PrefetchAhead(const PackedRows& w, const uint8_t* group, int64_t g) {
-  for (int64_t line = 0; line < Rows::kGroupBytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes + line), _MM_HINT_T0);
-  }
-  _mm_prefetch(reinterpret_cast<const char*>(w.scales + kPrefetchBytes + g * 32), _MM_HINT_T0);
-}
 
 // Group g of R rows and T tokens into acc[r][t][half].
 template <class Rows, class Scales, class Dot, int R, int T, bool kPartial>
@@ -246,7 +226,9 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
   const int halves = nb > 8 ? 2 : 1;
   constexpr int kVectors = 8 / Scales::kParts;
   // One row (a decode step): its groups stream from memory in address order.
-  if constexpr (R == 1) PrefetchAhead<Rows>(w, w.rows + g * Rows::kGroupBytes, g);
+  if constexpr (R == 1) {
+    x86::PrefetchGroupAhead(w.rows + g * Rows::kGroupBytes, Rows::kGroupBytes, w.scales + g * 32);
+  }
   const __m256i ones = _mm256_set1_epi16(1);
   for (int part = 0; part < Scales::kParts; ++part) {
     for (int h = 0; h < halves; ++h) {

@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/x86/packed_prefetch.h"
+
 namespace tachyon::avx512 {
 namespace {
 
@@ -56,17 +58,6 @@ __m512i JoinHalves(__m512i lo, __m512i hi, int nb) {
   return _mm512_maskz_permutex2var_epi32(static_cast<__mmask16>((1u << (8 * nb)) - 1), lo, idx, hi);
 }
 
-// The 8 low 4 nb bits of masks[stride * j + word] (j = 0..7), one after the other.
-uint64_t CompactMask(const uint8_t* masks, int stride, int word, int nb) {
-  uint64_t out = 0;
-  for (int j = 0; j < 8; ++j) {
-    uint64_t bits;
-    __builtin_memcpy(&bits, masks + 8 * (stride * j + word), sizeof(bits));
-    out |= (bits & ((1ull << (4 * nb)) - 1)) << (4 * nb * j);
-  }
-  return out;
-}
-
 struct Q8Rows {
   static constexpr bool kHasCompact = true;
   static constexpr int64_t kGroupBytes = 512;
@@ -99,7 +90,7 @@ struct Q5Rows {
   static constexpr bool kHasCompact = true;
   static constexpr int64_t kGroupBytes = 320;
   static __m512i LoadCompact(const uint8_t* group, int nb) {
-    const __m512i fifth = _mm512_maskz_mov_epi8(CompactMask(group + 16 * nb, 1, 0, nb), _mm512_set1_epi8(0x10));
+    const __m512i fifth = _mm512_maskz_mov_epi8(CompactPartialMask(group + 16 * nb, nb), _mm512_set1_epi8(0x10));
     return _mm512_or_si512(Q4Rows::LoadCompact(group, nb), fifth);
   }
   // Q4_0's nibbles, then 8 masks of 64 bits: bit 4 b + k of mask j is the fifth bit of
@@ -300,22 +291,15 @@ void Tile(const PackedRows& w, const ActivationGroup* tokens, int64_t token_stri
 // chain takes vectors j and j + 4 of a 32-value format, so a nibble slice is loaded
 // once for both halves; one vector each of a Q6_K part). The integer sums are exact
 // in any order, so the result is Tile's, bit for bit.
-constexpr int64_t kPrefetchBytes = 4096;
+using x86::kPrefetchBytes;
 
-// Asks for the lines kPrefetchBytes past group g of a row (its quants and scales).
-template <class Rows>
-void PrefetchAhead(const PackedRows& w, const uint8_t* group, int64_t g) {
-  for (int64_t line = 0; line < Rows::kGroupBytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes + line), _MM_HINT_T0);
-  }
-  _mm_prefetch(reinterpret_cast<const char*>(w.scales + kPrefetchBytes + g * 32), _MM_HINT_T0);
-}
 
 template <class Rows, class Scales, bool kPartial>
 void OneRowGroup(const PackedRows& w, const ActivationGroup& x, int64_t g, __m512& acc) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
   const uint8_t* group = w.rows + g * Rows::kGroupBytes;
-  PrefetchAhead<Rows>(w, group, g);  // a partial group too: qwen2-0.5b's 896-wide rows have 12 of 28 blocks there
+  // A partial group too: qwen2-0.5b's 896-wide rows have 12 of their 28 blocks there.
+  x86::PrefetchGroupAhead(group, Rows::kGroupBytes, w.scales + g * 32);
   constexpr int kVectors = 8 / Scales::kParts;
 #pragma GCC unroll 2
   for (int part = 0; part < Scales::kParts; ++part) {
@@ -360,7 +344,8 @@ template <class Rows, class Scales, int T, bool kPartial>
 void RowTokensGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, __m512 (&acc)[1][T]) {
   const int num_blocks = kPartial ? w.partial_blocks : 16, width = 4 * num_blocks;
   const uint8_t* group = w.rows + g * Rows::kGroupBytes;
-  PrefetchAhead<Rows>(w, group, g);  // a partial group too: qwen2-0.5b's 896-wide rows have 12 of 28 blocks there
+  // A partial group too: qwen2-0.5b's 896-wide rows have 12 of their 28 blocks there.
+  x86::PrefetchGroupAhead(group, Rows::kGroupBytes, w.scales + g * 32);
   constexpr int kVectors = 8 / Scales::kParts;
   for (int part = 0; part < Scales::kParts; ++part) {
     __m512i sums[T];

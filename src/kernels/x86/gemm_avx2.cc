@@ -152,8 +152,8 @@ __m256 Unsigned8(const uint8_t* p) {
 __m256 Signed8(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
-struct KQuantScales {  // Q4_K: d * scale_j and dmin * min_j of 32-value
-                       // sub-blocks, 8 to a super-block
+// Q4_K: d * scale_j and dmin * min_j of 32-value sub-blocks, 8 to a super-block.
+struct KQuantScales {
   static constexpr bool kHasMins = true;
   static constexpr bool kCompact = false;
   static constexpr int kParts = 1;
@@ -387,15 +387,16 @@ void PanelTile(const uint16_t* panels, int64_t cols, int first, int num_rows, co
   }
   for (int64_t k = 0; k < cols; ++k) {
     const int64_t at = k * kF16PanelRows;
-    if constexpr (V > T) {  // hold the T broadcast activations, convert a vector
-                            // at a time
+    // Hold the T broadcast activations and convert a vector at a time, or hold the
+    // V converted vectors and broadcast a token at a time: whichever is fewer.
+    if constexpr (V > T) {
       __m256 xt[T];
       for (int t = 0; t < T; ++t) xt[t] = _mm256_set1_ps(x[t * x_stride + k]);
       for (int v = 0; v < V; ++v) {
         const __m256 wv = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p[v] + at)));
         for (int t = 0; t < T; ++t) acc[v][t] = _mm256_fmadd_ps(wv, xt[t], acc[v][t]);
       }
-    } else {  // hold the V converted vectors, broadcast a token at a time
+    } else {
       __m256 wv[V];
       for (int v = 0; v < V; ++v) wv[v] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p[v] + at)));
       for (int t = 0; t < T; ++t) {
@@ -443,8 +444,8 @@ void ExpandWith(const PackedRows& rows, int num_rows, uint8_t* out, int64_t out_
     const int nb = rows.partial_blocks;
     const uint8_t* group = in + rows.num_full_groups * Rows::kGroupBytes;
     uint8_t* expanded = o + rows.num_full_groups * 512;
-    if (nb > 0 && nb <= avx512::kCompactPartialBlocks) {  // the compact layout
-                                                          // already: 32 nb bytes
+    // A compact group is in the compact layout already: 32 nb bytes.
+    if (nb > 0 && nb <= avx512::kCompactPartialBlocks) {
       if constexpr (Rows::kHasCompact) {
         for (int h = 0; h < nb; ++h) {
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(expanded + 32 * h), Rows::LoadCompact(group, nb, h));

@@ -1,5 +1,7 @@
 #include "api/embeddings.h"
 
+#include "api/json_parse.h"
+
 #include <cmath>
 #include <bit>
 #include <cstring>
@@ -21,7 +23,8 @@ bool TokenIdOf(const nlohmann::json& v, int64_t* out) {
 }
 
 std::variant<EmbeddingRequest, ApiError> Parse(std::string_view body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (JsonNestsDeeperThan(body)) return TooDeepError();
+  nlohmann::json j = ParseJson(body);
   if (j.is_discarded()) return Invalid("the request body is not valid JSON", "");
   if (!j.is_object()) return Invalid("the request body must be a JSON object", "");
   EmbeddingRequest r;

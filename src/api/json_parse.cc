@@ -46,6 +46,7 @@ nlohmann::json ParseJson(std::string_view text, bool* repeated_keys) {
   bool repeated = false;
   if (repeated_keys == nullptr) repeated_keys = &repeated;
   *repeated_keys = false;
+  if (JsonNestsDeeperThan(text)) return nlohmann::json(nlohmann::json::value_t::discarded);
   if (text.size() <= kSimdJsonMaxBytes) {
     thread_local simdjson::dom::parser parser;
     thread_local std::string padded;

@@ -13,12 +13,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_depth.h"
+
 namespace tachyon {
 
 // Larger texts go to nlohmann directly: simdjson's buffers, kept per thread, stay small.
 inline constexpr size_t kSimdJsonMaxBytes = 64 << 10;
 
-// The parsed value, or a discarded one (is_discarded()) when `text` is not JSON.
+// The parsed value, or a discarded one (is_discarded()) when `text` is not JSON
+// or nests deeper than kMaxJsonDepth (JsonNestsDeeperThan tells the two apart).
 // `repeated_keys`, when given, is set to whether some object in the text names a
 // key twice (the value keeps the last; another reader of the same text may take the
 // first), or may: texts that nlohmann reads are not checked and count as repeated.

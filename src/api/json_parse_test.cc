@@ -64,8 +64,11 @@ TEST(ParseJsonTest, RefusesWhatNlohmannRefuses) {
   }
   // Integers past 64 bits are floats in nlohmann; simdjson refuses them, so nlohmann decides.
   ExpectSameAsNlohmann("[123456789012345678901234567890]");
-  // Deeper than simdjson reads: nlohmann's answer.
-  ExpectSameAsNlohmann(std::string(2000, '[') + std::string(2000, ']'));
+  // At the depth bound: the same value; past it (and so past what simdjson reads),
+  // refused whatever nlohmann says: every walk over a value recurses once a level.
+  ExpectSameAsNlohmann(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'));
+  EXPECT_TRUE(ParseJson(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']')).is_discarded());
+  EXPECT_TRUE(ParseJson(std::string(2000, '[') + std::string(2000, ']')).is_discarded());
   // Past the size simdjson is used for: the same value.
   std::string big = "[";
   for (int i = 0; i < 20000; ++i) big += std::to_string(i) + ",";

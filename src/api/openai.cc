@@ -69,6 +69,9 @@ std::optional<ApiError> ParseMessages(const json& body, CompletionRequest* r) {
       } else {
         return Invalid(where + ".content must be a string or an array of content parts", where + ".content");
       }
+    } else if (message.role != "assistant") {
+      // OpenAI's rule: only an assistant's message (one that calls tools) may leave content out.
+      return Invalid(where + ".content is required for a " + message.role + " message", where + ".content");
     } else {
       message.content_null = true;
     }
@@ -243,7 +246,7 @@ std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoi
 }  // namespace
 
 std::string ErrorMessageOf(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
+  json j = ParseJson(body);
   if (j.is_object() && j.contains("error")) {
     const json& e = j["error"];
     if (e.is_object() && e.contains("message") && e["message"].is_string()) return e["message"].get<std::string>();
@@ -252,7 +255,15 @@ std::string ErrorMessageOf(const std::string& body) {
   return body.substr(0, 300);
 }
 
+ApiError TooDeepError() {
+  return ApiError{400,
+                  "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
+                      " levels deep, the most this server reads",
+                  "invalid_request_error", "", "json_too_deep"};
+}
+
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view text, Endpoint endpoint) {
+  if (JsonNestsDeeperThan(text)) return TooDeepError();
   bool repeated_keys = true;
   json body = ParseJson(text, &repeated_keys);
   // Every read below checks the type first; this is the net under them, so that

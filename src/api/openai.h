@@ -31,6 +31,8 @@ struct ApiError {
 };
 
 std::string ErrorBody(const ApiError& error);
+// 400 json_too_deep: a body that nests past kMaxJsonDepth (api/json_parse.h).
+ApiError TooDeepError();
 // The message of an error body in OpenAI's shape ({"error": {"message"}} or
 // {"error": "..."}), or the body's first 300 bytes when it has none.
 std::string ErrorMessageOf(const std::string& body);

@@ -142,6 +142,31 @@ TEST(OpenAiTest, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"messages":[{"content":"x"}]})", Endpoint::kChatCompletions).param, "messages[0].role");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":5}]})", Endpoint::kChatCompletions).param,
             "messages[0].content");
+  // Content is required but for an assistant's message (OpenAI answers these with 400 too).
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user"}]})", Endpoint::kChatCompletions).param, "messages[0].content");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"system","content":null},{"role":"user","content":"x"}]})",
+                    Endpoint::kChatCompletions).param,
+            "messages[0].content");
+  EXPECT_TRUE(Parse(R"({"messages":[{"role":"user","content":"x"},{"role":"assistant"}]})", Endpoint::kChatCompletions)
+                  .messages[1].content_null);
+}
+
+// Issue 31: a body nested past kMaxJsonDepth is refused before anything walks it
+// (dump, copies and the canonical form recurse once a level).
+TEST(OpenAiTest, ABodyNestedPastTheBoundIsRefusedNamingIt) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const ApiError e = ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"metadata":)" + deep + "}",
+                             Endpoint::kChatCompletions);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_EQ(e.code, "json_too_deep");
+  EXPECT_NE(e.message.find("128"), std::string::npos) << e.message;
+  // At the bound: read (the object is one level, the arrays 127 more).
+  const std::string at_bound = std::string(127, '[') + std::string(127, ']');
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(ParseCompletionRequest(
+      R"({"messages":[{"role":"user","content":"x"}],"metadata":)" + at_bound + "}", Endpoint::kChatCompletions)));
+  EXPECT_EQ(ErrorOf("{\"prompt\":" + std::string(129, '[') + "\"x\"" + std::string(129, ']') + "}").code,
+            "json_too_deep");
 }
 
 TEST(OpenAiTest, ResponseShapes) {

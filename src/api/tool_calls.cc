@@ -1,5 +1,7 @@
 #include "api/tool_calls.h"
 
+#include "api/json_parse.h"
+
 #include <nlohmann/json.hpp>
 
 namespace tachyon {
@@ -61,7 +63,7 @@ bool Arguments(const json& args, std::string* out) {
     return true;
   }
   if (args.is_string()) {
-    json parsed = json::parse(args.get<std::string>(), nullptr, false);
+    json parsed = ParseJson(args.get<std::string>());
     if (parsed.is_object()) {
       *out = parsed.dump(-1, ' ', false, json::error_handler_t::replace);
       return true;
@@ -87,7 +89,7 @@ bool CallFromObject(const json& j, ParsedToolCall* call) {
 
 // One object or an array of objects, each a call.
 bool CallsFromJson(std::string_view text, std::vector<ParsedToolCall>* calls) {
-  json j = json::parse(text, nullptr, false);
+  json j = ParseJson(text);
   if (j.is_discarded()) return false;
   std::vector<ParsedToolCall> out;
   if (j.is_array()) {
@@ -139,7 +141,7 @@ ParsedAnswer FunctionTags(std::string_view text) {
     const size_t body = SkipSpace(text, name_end + 1);
     const size_t end = JsonEnd(text, body);
     std::string args;
-    if (end == std::string_view::npos || !Arguments(json::parse(text.substr(body, end - body), nullptr, false), &args)) {
+    if (end == std::string_view::npos || !Arguments(ParseJson(text.substr(body, end - body)), &args)) {
       break;
     }
     a.content += text.substr(i, at - i);
@@ -166,7 +168,7 @@ ParsedAnswer Recipients(std::string_view text) {
     std::string args;
     if (name == "all" || name.empty()) {
       a.content += body;
-    } else if (Arguments(json::parse(body, nullptr, false), &args)) {
+    } else if (Arguments(ParseJson(body), &args)) {
       a.calls.push_back({std::string(name), args});
     } else {
       a.content += segment;
@@ -197,7 +199,7 @@ ParsedAnswer Deepseek(std::string_view text) {
     const size_t body = text.find_first_of("{[", nl);
     const size_t end = JsonEnd(text, body);
     std::string args;
-    if (end == std::string_view::npos || !Arguments(json::parse(text.substr(body, end - body), nullptr, false), &args)) {
+    if (end == std::string_view::npos || !Arguments(ParseJson(text.substr(body, end - body)), &args)) {
       break;
     }
     a.calls.push_back({name, args});

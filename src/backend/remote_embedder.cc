@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/embeddings.h"
+#include "api/json_parse.h"
 #include "api/openai.h"
 
 namespace tachyon {
@@ -75,7 +76,7 @@ StatusOr<std::vector<float>> RemoteEmbedder::EmbedBatch(std::span<const std::str
     return UnavailableError(where + " answered " + std::to_string(exchange->status) + ": " +
                             ErrorMessageOf(exchange->body));
   }
-  nlohmann::json answer = nlohmann::json::parse(exchange->body, nullptr, false);
+  nlohmann::json answer = ParseJson(exchange->body);
   if (answer.is_discarded() || !answer.contains("data") || !answer["data"].is_array() ||
       answer["data"].size() != texts.size()) {
     return DataLossError(where + ": the answer is not a list of " + std::to_string(texts.size()) + " embeddings");

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/json_depth.h"
 #include "tokenizer/vocab.h"
 
 #include <utility>
@@ -175,7 +176,11 @@ StatusOr<std::string> ChatTemplate::RenderJinja(const std::vector<ChatMessage>& 
       for (const ToolCall& c : m.tool_calls) {
         jinja::Value function = jinja::Value::MakeDict();
         function.dict().Set("name", jinja::Value(c.name));
-        nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+        // A client's arguments string may nest without bound: past kMaxJsonDepth it stays text.
+        nlohmann::ordered_json parsed =
+            JsonNestsDeeperThan(c.arguments)
+                ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)
+                : nlohmann::ordered_json::parse(c.arguments, nullptr, false);
         if (tool_arguments_as_object_ && !parsed.is_discarded()) {
           function.dict().Set("arguments", jinja::Value::FromJson(parsed));
         } else {

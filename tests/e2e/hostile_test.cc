@@ -210,6 +210,10 @@ std::vector<Case> Table() {
       Chat("unknown role", R"({"messages":[{"role":"wizard","content":"hi"}]})", 400, "messages"),
       Chat("role a number", R"({"messages":[{"role":1,"content":"hi"}]})", 400, "messages[0].role"),
       Chat("content a number", R"({"messages":[{"role":"user","content":5}]})", 400, "messages[0].content"),
+      Chat("user message without content", R"({"messages":[{"role":"user"}]})", 400, "messages[0].content"),
+      Chat("a body nested 30,000 deep", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"x\":" +
+                                            std::string(30000, '[') + std::string(30000, ']') + "}",
+           400, "", "json_too_deep"),
       Chat("part type a number", R"({"messages":[{"role":"user","content":[{"type":1,"text":"x"}]}]})", 400,
            "messages[0].content[0]"),
       Chat("image part", R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})",

@@ -86,12 +86,12 @@ int main(int argc, char** argv) {
       for (int d = 0; d < dim; ++d) q[d] = kept[k][d] + static_cast<float>(noise) * q[d];
       tachyon::NormalizeRows(q.data(), 1, dim);
       Clock::time_point t = Clock::now();
-      auto top = cache.Search("bench", "one scope", q.data(), 4, Clock::now());
+      auto top = cache.Search("bench", "one scope", q, 4, Clock::now());
       near_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
       if (!top.empty() && top[0].entry->key == std::to_string(k * stride)) ++found;
       random_unit(q);
       t = Clock::now();
-      top = cache.Search("bench", "one scope", q.data(), 4, Clock::now());
+      top = cache.Search("bench", "one scope", q, 4, Clock::now());
       random_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
     }
     std::printf("%10zu %9.1f | %8.1f %8.1f %10.1f | %8.1f %8.1f %10.1f | %.4f\n", n, build_s,

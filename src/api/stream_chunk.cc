@@ -47,14 +47,18 @@ bool StreamChunkParser::Parse(std::string_view data, bool chat, StreamChunk* out
     if (choice["delta"].get_object().get(delta)) return true;
     simdjson::dom::array calls;
     if (!delta["tool_calls"].get_array().get(calls)) {
+      out->has_tool_calls = calls.size() > 0;
       for (simdjson::dom::element call : calls) {
         std::string_view piece;
         if (!call["function"]["name"].get_string().get(piece)) out->tool_text += piece;
         if (!call["function"]["arguments"].get_string().get(piece)) out->tool_text += piece;
       }
     }
+    simdjson::dom::object function_call;
+    if (!delta["function_call"].get_object().get(function_call)) out->has_tool_calls = true;
     if (delta["content"].get_string().get(text) || text.empty()) {
       if (delta["reasoning_content"].get_string().get(text)) return true;
+      out->text_is_reasoning = !text.empty();
     }
   } else if (choice["text"].get_string().get(text)) {
     return true;

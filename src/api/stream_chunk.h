@@ -20,6 +20,8 @@ namespace tachyon {
 struct StreamChunk {
   bool is_error = false;          // {"error": ...}
   std::string_view text;          // choices[0].text, or .delta.content (.delta.reasoning_content when empty)
+  bool text_is_reasoning = false; // `text` is .delta.reasoning_content
+  bool has_tool_calls = false;    // chat: .delta.tool_calls holds a call, or .delta.function_call is set
   std::string_view finish_reason; // choices[0].finish_reason, "" when null or absent
   bool has_choice = false;        // choices[0] exists
   std::string tool_text;          // chat: delta.tool_calls' function names and argument fragments, joined

@@ -37,6 +37,8 @@ struct BackendChunk {
   std::string event;          // the chunk's JSON, as the client gets it after "data: "
   std::string text;           // its content text ("" for a role, tool-call or usage chunk)
   std::string finish_reason;  // "" until the last choice chunk
+  bool reasoning = false;       // `text` is the model's reasoning (reasoning_content), not the answer
+  bool has_tool_calls = false;  // the event carries tool calls (or a legacy function_call)
 };
 
 struct BackendResult {
@@ -57,6 +59,7 @@ struct BackendResult {
   Usage usage;
   int64_t num_cached_tokens = -1;     // local: prompt tokens found in the prefix cache
   double first_byte_seconds = -1;     // remote: send to the response head
+  double retry_after_seconds = -1;    // remote: the upstream's Retry-After on a 429 or 503 (-1: none)
 };
 
 class BackendSink {

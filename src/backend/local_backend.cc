@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "api/json_parse.h"
 #include "engine/text_stream.h"
 
 namespace tachyon {
@@ -69,6 +70,7 @@ struct LocalBackend::Job {
     BackendChunk chunk{ChunkBody(endpoint(), request.id, request.created, request.model_name, "", "", !sent_first,
                                  nullptr, 0, &calls, 0),
                        "", ""};
+    chunk.has_tool_calls = true;
     sent_first = true;
     sink->OnChunk(std::move(chunk));
   }
@@ -77,7 +79,9 @@ struct LocalBackend::Job {
   std::vector<ToolCall> ReadCalls(std::string* content) const {
     ParsedAnswer parsed;
     if (tools == Tools::kNamed) {
-      nlohmann::ordered_json args = nlohmann::ordered_json::parse(answer, nullptr, false);
+      // A model's output nests as deep as its tokens go: past the bound it is text.
+      nlohmann::ordered_json args = JsonNestsDeeperThan(answer) ? nlohmann::ordered_json()
+                                                                : nlohmann::ordered_json::parse(answer, nullptr, false);
       if (args.is_object()) {
         parsed.calls.push_back({r().tool_choice_name, args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)});
       } else {

@@ -1,7 +1,11 @@
 #include "backend/remote_backend.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
+#include "api/json_parse.h"
 #include "http/sse_parser.h"
 
 namespace tachyon {
@@ -13,6 +17,21 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxErrorBody = 64 << 10;
 // An upstream event longer than this is not an OpenAI chunk.
 constexpr size_t kMaxEventBytes = 16 << 20;
+// The longest Retry-After honoured (a breaker kept open longer is an outage of our own making).
+constexpr double kMaxRetryAfterSeconds = 300;
+
+// Retry-After in seconds (RFC 9110 section 10.2.3: delay-seconds; an HTTP date is
+// not read), bounded; -1 when absent or not a number.
+double RetryAfterSeconds(const HttpResponseHead& head) {
+  auto it = head.headers.find("retry-after");
+  if (it == head.headers.end() || it->second.empty()) return -1;
+  double seconds = 0;
+  for (char c : it->second) {
+    if (c < '0' || c > '9') return -1;
+    seconds = std::min(kMaxRetryAfterSeconds, seconds * 10 + (c - '0'));
+  }
+  return seconds;
+}
 
 }  // namespace
 
@@ -49,6 +68,7 @@ struct RemoteBackend::Call {
     r.error = ApiError{status, "backend '" + name() + "': " + message, std::move(type), "", kind};
     r.error_kind = std::move(kind);
     r.first_byte_seconds = result.first_byte_seconds;
+    r.retry_after_seconds = result.retry_after_seconds;
     Finish(std::move(r));
   }
 
@@ -101,7 +121,11 @@ struct RemoteBackend::Call {
     }
     if (!chunk.finish_reason.empty()) result.finish_reason = std::string(chunk.finish_reason);
     forwarded = true;
-    sink->OnChunk(BackendChunk{std::string(data), std::string(chunk.text), std::string(chunk.finish_reason)});
+    sink->OnChunk(BackendChunk{.event = std::string(data),
+                               .text = std::string(chunk.text),
+                               .finish_reason = std::string(chunk.finish_reason),
+                               .reasoning = chunk.text_is_reasoning,
+                               .has_tool_calls = chunk.has_tool_calls});
   }
 
   void OnDone(const Status& status) {
@@ -115,9 +139,31 @@ struct RemoteBackend::Call {
            kind == "timeout" || kind == "first_byte_timeout" ? "timeout_error" : "upstream_error");
       return;
     }
-    if (head.status >= 500 && head.status <= 599) {
-      Fail(502, "answered " + std::to_string(head.status) + ": " + ErrorMessageOf(body), "upstream_5xx");
+    if (head.status == 401 || head.status == 403) {
+      // Our key, not the client's: the upstream's text is not relayed (OpenAI's shows the masked key).
+      if (!backend->auth_refused_.exchange(true)) {
+        std::fprintf(stderr,
+                     "tachyon: backend '%s': the upstream answered %d to the gateway's key (check the backend's "
+                     "api_key_env); its requests fail with 502 upstream_auth_failed until it accepts it\n",
+                     name().c_str(), head.status);
+      }
+      Fail(502, "the upstream refused the gateway's credentials (" + std::to_string(head.status) + ")",
+           "upstream_auth_failed");
       return;
+    }
+    if (head.status == 429 || (head.status >= 500 && head.status <= 599)) {
+      // Overloaded or failing: another backend of the route may answer; the breaker
+      // keeps this one out for as long as it asked (Retry-After).
+      result.retry_after_seconds = RetryAfterSeconds(head);
+      if (head.status == 429) {
+        Fail(429, "answered 429 (rate limited): " + ErrorMessageOf(body), "upstream_429", "rate_limit_error");
+      } else {
+        Fail(502, "answered " + std::to_string(head.status) + ": " + ErrorMessageOf(body), "upstream_5xx");
+      }
+      return;
+    }
+    if (backend->auth_refused_.exchange(false)) {
+      std::fprintf(stderr, "tachyon: backend '%s': the upstream accepts the gateway's key again\n", name().c_str());
     }
     // No status a client could be given as it is: not three digits of a known class,
     // informational (a 1xx as the final answer), or one that has no body.
@@ -152,7 +198,7 @@ struct RemoteBackend::Call {
       Finish(std::move(result));
       return;
     }
-    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    nlohmann::json j = ParseJson(body);  // an answer nested past kMaxJsonDepth is refused as not JSON
     if (!j.is_object()) {
       Fail(502, "the answer is not a JSON object", "malformed_body");
       return;

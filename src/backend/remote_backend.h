@@ -14,6 +14,7 @@
 // first event is kBroken. Cancel closes the upstream connection.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <mutex>
@@ -75,6 +76,9 @@ class RemoteBackend : public Backend {
   std::thread thread_;
   mutable std::mutex mutex_;
   std::unordered_map<EventLoop*, std::unique_ptr<LoopClient>> shared_;  // guarded by mutex_
+  // The upstream refuses our key (its last answer was 401/403): logged when it
+  // starts and when it ends, never per request.
+  std::atomic<bool> auth_refused_{false};
   bool shut_down_ = false;                                              // guarded by mutex_
 };
 

@@ -15,11 +15,19 @@ inline bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-// "Bearer KEY" carries `key` (compared in constant time).
+// "Bearer KEY" carries `key` (compared in constant time). The scheme is
+// case-insensitive and followed by one or more spaces (RFC 7235 section 2.1,
+// RFC 6750 section 2.1): "bearer KEY" and "BEARER  KEY" carry it too.
 inline bool BearerMatches(std::string_view header, std::string_view key) {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (header.substr(0, kBearer.size()) != kBearer) return false;
-  return ConstantTimeEquals(header.substr(kBearer.size()), key);
+  constexpr std::string_view kBearer = "bearer";
+  if (header.size() <= kBearer.size() || header[kBearer.size()] != ' ') return false;
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    const char c = header[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kBearer[i]) return false;
+  }
+  size_t start = kBearer.size();
+  while (start < header.size() && header[start] == ' ') ++start;
+  return ConstantTimeEquals(header.substr(start), key);
 }
 
 }  // namespace tachyon

@@ -12,7 +12,11 @@ TEST(ConstantTimeTest, EqualsAndBearer) {
   EXPECT_TRUE(ConstantTimeEquals("", ""));
   EXPECT_TRUE(BearerMatches("Bearer sk-abc", "sk-abc"));
   EXPECT_FALSE(BearerMatches("Bearer sk-abcd", "sk-abc"));
-  EXPECT_FALSE(BearerMatches("bearer sk-abc", "sk-abc"));
+  // The scheme is case-insensitive, and more than one space may follow it (RFC 7235).
+  EXPECT_TRUE(BearerMatches("bearer sk-abc", "sk-abc"));
+  EXPECT_TRUE(BearerMatches("BEARER  sk-abc", "sk-abc"));
+  EXPECT_FALSE(BearerMatches("Bearersk-abc", "sk-abc"));
+  EXPECT_FALSE(BearerMatches("Basic sk-abc", "sk-abc"));
   EXPECT_FALSE(BearerMatches("sk-abc", "sk-abc"));
   EXPECT_FALSE(BearerMatches("Bearer", ""));
   EXPECT_TRUE(BearerMatches("Bearer ", ""));

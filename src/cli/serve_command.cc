@@ -198,6 +198,78 @@ StatusOr<std::optional<std::string>> ApiKeyOf(const ServeFlags& flags) {
   return std::optional<std::string>();
 }
 
+// The server's settings: the flags, then the config's [server] for what no flag gave.
+struct ServerSettings {
+  HttpServerOptions http;
+  OpenAiServerOptions server;
+  int workers = 2;
+};
+
+ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>& api_key, const GatewayConfig* config) {
+  ServerSettings out{.http = {.host = flags.host,
+                              .port = flags.port,
+                              .max_body_bytes = flags.max_body_bytes,
+                              .read_timeout_seconds = flags.read_timeout,
+                              .write_timeout_seconds = flags.write_timeout,
+                              .max_unsent_bytes = flags.max_unsent_bytes,
+                              .max_connections = flags.max_connections,
+                              .num_io_threads = flags.io_threads},
+                     .server = {.api_key = api_key.value_or(""),
+                                .origins = {.allowed_origins = flags.allowed_origins,
+                                            .allowed_hosts = flags.allowed_hosts},
+                                .admin_key = flags.admin_key,
+                                .access_log = !flags.no_access_log,
+                                .pause_unsent_bytes = flags.max_unsent_bytes / 4},
+                     .workers = flags.workers};
+  if (config == nullptr) return out;
+  const ServerConfig& s = config->server;
+  HttpServerOptions& http = out.http;
+  OpenAiServerOptions& server = out.server;
+  if (s.workers && !flags.workers_option->count()) out.workers = *s.workers;
+  if (s.host && !flags.host_option->count()) http.host = *s.host;
+  if (s.port && !flags.port_option->count()) http.port = *s.port;
+  if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
+  if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
+  if (s.max_connections && !flags.connections_option->count()) http.max_connections = *s.max_connections;
+  if (s.read_timeout && !flags.read_timeout_option->count()) http.read_timeout_seconds = *s.read_timeout;
+  if (s.write_timeout && !flags.write_timeout_option->count()) http.write_timeout_seconds = *s.write_timeout;
+  if (s.max_unsent_bytes && !flags.unsent_option->count()) {
+    http.max_unsent_bytes = *s.max_unsent_bytes;
+    server.pause_unsent_bytes = *s.max_unsent_bytes / 4;
+  }
+  if (s.api_key && !api_key.has_value()) server.api_key = *s.api_key;
+  if (s.admin_key && flags.admin_key.empty()) server.admin_key = *s.admin_key;
+  if (s.access_log && !flags.no_access_log) server.access_log = *s.access_log;
+  if (s.allowed_origins && flags.allowed_origins.empty()) server.origins.allowed_origins = *s.allowed_origins;
+  if (s.allowed_hosts && flags.allowed_hosts.empty()) server.origins.allowed_hosts = *s.allowed_hosts;
+  server.origins.listen_host = http.host;
+  return out;
+}
+
+// The [server] settings a running server cannot take on (its sockets, threads and
+// per-connection limits are made at start), named with their old and new values.
+std::string RestartOnlyChanges(const ServerSettings& running, const ServerSettings& next) {
+  std::string out;
+  auto note = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out += std::string(out.empty() ? "" : ", ") + key + " " + a + " -> " + b;
+  };
+  auto num = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", v);
+    return std::string(text);
+  };
+  note("host", running.http.host, next.http.host);
+  note("port", std::to_string(running.http.port), std::to_string(next.http.port));
+  note("max_body_bytes", std::to_string(running.http.max_body_bytes), std::to_string(next.http.max_body_bytes));
+  note("io_threads", std::to_string(running.http.num_io_threads), std::to_string(next.http.num_io_threads));
+  note("workers", std::to_string(running.workers), std::to_string(next.workers));
+  note("max_connections", std::to_string(running.http.max_connections), std::to_string(next.http.max_connections));
+  note("read_timeout", num(running.http.read_timeout_seconds), num(next.http.read_timeout_seconds));
+  note("write_timeout", num(running.http.write_timeout_seconds), num(next.http.write_timeout_seconds));
+  note("max_unsent_bytes", std::to_string(running.http.max_unsent_bytes), std::to_string(next.http.max_unsent_bytes));
+  return out;
+}
+
 int Run(const ServeFlags& flags) {
   // SIGINT/SIGTERM/SIGHUP are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -214,23 +286,8 @@ int Run(const ServeFlags& flags) {
     return Fail("--read-timeout and --write-timeout must be positive seconds");
   }
   if (flags.max_unsent_bytes < 4096) return Fail("--max-unsent-bytes must be at least 4096");
-  HttpServerOptions http{.host = flags.host,
-                         .port = flags.port,
-                         .max_body_bytes = flags.max_body_bytes,
-                         .read_timeout_seconds = flags.read_timeout,
-                         .write_timeout_seconds = flags.write_timeout,
-                         .max_unsent_bytes = flags.max_unsent_bytes,
-                         .max_connections = flags.max_connections,
-                         .num_io_threads = flags.io_threads};
   StatusOr<std::optional<std::string>> api_key = ApiKeyOf(flags);
   if (!api_key.ok()) return Fail(api_key.status().message());
-  OpenAiServerOptions server_options{.api_key = api_key->value_or(""),
-                                     .origins = {.allowed_origins = flags.allowed_origins,
-                                                 .allowed_hosts = flags.allowed_hosts},
-                                     .admin_key = flags.admin_key,
-                                     .access_log = !flags.no_access_log,
-                                     .pause_unsent_bytes = flags.max_unsent_bytes / 4};
-  int workers = flags.workers;
   std::optional<GatewayConfig> config;
   if (!flags.config.empty()) {
     if (!flags.model.empty()) return Fail("--model and --config are exclusive: a config names its models");
@@ -243,29 +300,12 @@ int Run(const ServeFlags& flags) {
     StatusOr<GatewayConfig> loaded = LoadGatewayConfig(flags.config);
     if (!loaded.ok()) return Fail(loaded.status().message());
     config = std::move(loaded).value();
-    if (config->server.workers && !flags.workers_option->count()) workers = *config->server.workers;
   }
+  ServerSettings settings = Settle(flags, *api_key, config ? &*config : nullptr);
   // Request work that must not stall an I/O thread runs here (the gateway offloads it).
-  auto pool = std::make_unique<WorkerPool>(workers);
+  auto pool = std::make_unique<WorkerPool>(settings.workers);
   const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };
   if (config) {
-    const ServerConfig& s = config->server;
-    if (s.host && !flags.host_option->count()) http.host = *s.host;
-    if (s.port && !flags.port_option->count()) http.port = *s.port;
-    if (s.max_body_bytes && !flags.body_option->count()) http.max_body_bytes = *s.max_body_bytes;
-    if (s.io_threads && !flags.io_option->count()) http.num_io_threads = *s.io_threads;
-    if (s.max_connections && !flags.connections_option->count()) http.max_connections = *s.max_connections;
-    if (s.read_timeout && !flags.read_timeout_option->count()) http.read_timeout_seconds = *s.read_timeout;
-    if (s.write_timeout && !flags.write_timeout_option->count()) http.write_timeout_seconds = *s.write_timeout;
-    if (s.max_unsent_bytes && !flags.unsent_option->count()) {
-      http.max_unsent_bytes = *s.max_unsent_bytes;
-      server_options.pause_unsent_bytes = *s.max_unsent_bytes / 4;
-    }
-    if (s.api_key && !api_key->has_value()) server_options.api_key = *s.api_key;
-    if (s.admin_key && flags.admin_key.empty()) server_options.admin_key = *s.admin_key;
-    if (s.access_log && !flags.no_access_log) server_options.access_log = *s.access_log;
-    if (s.allowed_origins && flags.allowed_origins.empty()) server_options.origins.allowed_origins = *s.allowed_origins;
-    if (s.allowed_hosts && flags.allowed_hosts.empty()) server_options.origins.allowed_hosts = *s.allowed_hosts;
     StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
     DescribeConfig(*config);
@@ -276,8 +316,8 @@ int Run(const ServeFlags& flags) {
     holder.Set(*gateway);
   }
 
-  server_options.origins.listen_host = http.host;
-  OpenAiServer service(server_options, &holder, &metrics, pool.get());
+  const HttpServerOptions& http = settings.http;
+  OpenAiServer service(settings.server, &holder, &metrics, pool.get());
   StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       http, [&service](HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
         service.Handle(std::move(request), std::move(writer));
@@ -297,18 +337,36 @@ int Run(const ServeFlags& flags) {
       std::fprintf(stderr, "tachyon serve: SIGHUP: no --config to reload\n");
       continue;
     }
-    // Validated and built first; on any error the running gateway stays as it is.
+    // Validated and built first; on any error the running gateway and [server] stay as they are.
     StatusOr<GatewayConfig> reloaded = LoadGatewayConfig(flags.config);
-    StatusOr<std::shared_ptr<Gateway>> gateway =
-        reloaded.ok() ? Gateway::Build(*reloaded, holder.Get().get(), &metrics, offload) : reloaded.status();
+    if (!reloaded.ok()) {
+      std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
+                   reloaded.status().message().c_str());
+      continue;
+    }
+    // Keys, origins, hosts and the access log change at once; sockets, threads and
+    // limits only at a restart, so a file that changes them is not taken at all.
+    ServerSettings next = Settle(flags, *api_key, &*reloaded);
+    if (const std::string changes = RestartOnlyChanges(settings, next); !changes.empty()) {
+      std::fprintf(stderr,
+                   "tachyon serve: SIGHUP: the config was NOT reloaded: [server] changes that take a restart: %s "
+                   "(restore them to reload the rest)\n",
+                   changes.c_str());
+      continue;
+    }
+    StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*reloaded, holder.Get().get(), &metrics, offload);
     if (!gateway.ok()) {
       std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
                    gateway.status().message().c_str());
       continue;
     }
+    service.SetOptions(next.server);
+    settings = std::move(next);
     holder.Set(*gateway);
     DescribeConfig(*reloaded);
-    std::fprintf(stderr, "tachyon serve: SIGHUP: reloaded %s (requests in flight finish on the old config)\n",
+    std::fprintf(stderr,
+                 "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts "
+                 "and access log (requests in flight finish on the old config)\n",
                  flags.config.c_str());
   }
   std::fprintf(stderr, "tachyon serve: %s: finishing open responses (up to %.0f s)\n",

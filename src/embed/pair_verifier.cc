@@ -35,6 +35,9 @@ bool IsGlue(std::string_view w) {
 bool IsNegation(std::string_view w) {
   static const std::unordered_set<std::string_view> negations = {
       "no", "not", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "nowhere", "t"};
+  // A typographic apostrophe is inside the word ("don\u2019t" is one word): its "n\u2019t" negates.
+  constexpr std::string_view kNt = "n\xE2\x80\x99t";
+  if (w.size() > kNt.size() && w.substr(w.size() - kNt.size()) == kNt) return true;
   return negations.count(w) != 0;
 }
 

@@ -45,6 +45,30 @@ TEST(PairVerifierTest, GuardsRejectNumbersNegationAndNames) {
   EXPECT_EQ(GuardRejection(AlignPair("", "")), "");
 }
 
+// Issue 31's four wrong hits: each pair's cosine (hash embedder) was above 0.93,
+// and with the guards on every hit (the default) none is served.
+TEST(PairVerifierTest, GuardsOnEveryHitRefuseOtherNumbersAndNegations) {
+  const HitOptions all{.threshold = 0.93, .band = 0.03, .guards_on_hits = true};
+  const std::pair<const char*, const char*> pairs[] = {
+      {"How many days are in 3 weeks?", "How many days are in 4 weeks?"},
+      {"Send the statement to account 9921", "Send the statement to account 9927"},
+      {"Transfer 1500 dollars to my savings", "Transfer 9500 dollars to my savings"},
+      {"Should I take ibuprofen with warfarin?", "Should I not take ibuprofen with warfarin?"},
+      {"Should I take ibuprofen with warfarin?", "Shouldn't I take ibuprofen with warfarin?"},
+      {"Should I take ibuprofen with warfarin?", "Shouldn\u2019t I take ibuprofen with warfarin?"},
+      {"Book a table at Nopa tonight", "Book a table at Zuni tonight"},
+  };
+  for (const auto& [cached, asked] : pairs) {
+    const HitDecision d = DecideHit(0.99, cached, asked, nullptr, all);
+    EXPECT_FALSE(d.hit) << cached << " / " << asked;
+    EXPECT_FALSE(d.rejected_by.empty());
+  }
+  EXPECT_EQ(DecideHit(0.99, pairs[0].first, pairs[0].second, nullptr, all).rejected_by, "numbers");
+  EXPECT_EQ(DecideHit(0.99, pairs[3].first, pairs[3].second, nullptr, all).rejected_by, "negation");
+  // The same words, reworded, still hit.
+  EXPECT_TRUE(DecideHit(0.99, "How many days are in 3 weeks?", "how many days in 3 weeks", nullptr, all).hit);
+}
+
 TEST(PairVerifierTest, DecisionNeedsThresholdVerifierAndGuardsInTheBand) {
   const PairVerifier verifier;
   const HitOptions plain{.threshold = 0.9};

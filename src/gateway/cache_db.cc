@@ -1,7 +1,12 @@
 #include "gateway/cache_db.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -32,13 +37,25 @@ std::string Column(sqlite3_stmt* s, int i) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path) {
+StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path, size_t max_rows, MetricsRegistry* metrics) {
   std::unique_ptr<CacheDb> c(new CacheDb());
   c->path_ = path;
+  c->max_rows_ = max_rows;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) return UnavailableError("cache store " + path + ": " + ec.message());
+  // Created 0600 before SQLite opens it (its -wal and -shm files take the same mode);
+  // a file an older version made readable by others is narrowed.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return UnavailableError("cache store " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && (st.st_mode & 077) != 0) {
+    if (::fchmod(fd, st.st_mode & 0700) == 0) {
+      std::fprintf(stderr, "tachyon: cache store %s: was readable by other users; now 0600\n", path.c_str());
+    }
+  }
+  ::close(fd);
   if (sqlite3_open_v2(path.c_str(), &c->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     Status s = SqliteError(c->db_, "cache store " + path);
@@ -61,8 +78,36 @@ StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path) {
     const std::string sql = std::string("ALTER TABLE exact_cache ADD COLUMN ") + column + " TEXT DEFAULT ''";
     (void)Exec(c->db_, sql.c_str());  // fails when the column is there already
   }
-  c->writes_ = std::make_unique<StoreWriteQueue>(kBatch, [raw = c.get()](auto& ops) { raw->Apply(ops); });
+  c->Prune();
+  c->writes_ = std::make_unique<StoreWriteQueue>(kBatch, [raw = c.get()](auto& ops) { raw->Apply(ops); },
+                                                 QueueDropCounter(metrics, "store_write"));
   return c;
+}
+
+void CacheDb::Prune() {
+  last_prune_ = std::chrono::steady_clock::now();
+  for (const char* table : {"exact_cache", "semantic_cache"}) {
+    sqlite3_stmt* s = nullptr;
+    const std::string expired = std::string("DELETE FROM ") + table + " WHERE expires <= ?";
+    if (sqlite3_prepare_v2(db_, expired.c_str(), -1, &s, nullptr) == SQLITE_OK) {
+      sqlite3_bind_double(s, 1, UnixTimeSeconds());
+      if (sqlite3_step(s) != SQLITE_DONE) {
+        std::fprintf(stderr, "tachyon: cache store %s: pruning: %s\n", path_.c_str(), sqlite3_errmsg(db_));
+      }
+    }
+    sqlite3_finalize(s);
+    if (max_rows_ == 0) continue;
+    s = nullptr;
+    const std::string over = std::string("DELETE FROM ") + table + " WHERE key NOT IN (SELECT key FROM " + table +
+                             " ORDER BY stored DESC LIMIT ?)";
+    if (sqlite3_prepare_v2(db_, over.c_str(), -1, &s, nullptr) == SQLITE_OK) {
+      sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(std::min<size_t>(max_rows_, INT64_MAX)));
+      if (sqlite3_step(s) != SQLITE_DONE) {
+        std::fprintf(stderr, "tachyon: cache store %s: pruning: %s\n", path_.c_str(), sqlite3_errmsg(db_));
+      }
+    }
+    sqlite3_finalize(s);
+  }
 }
 
 CacheDb::~CacheDb() {
@@ -126,6 +171,7 @@ void CacheDb::Delete(CacheTable table, std::string key) { writes_->Delete(table,
 void CacheDb::Flush() { writes_->Flush(); }
 
 void CacheDb::Apply(std::vector<StoreWriteQueue::Op>& ops) {
+  if (std::chrono::steady_clock::now() - last_prune_ > std::chrono::duration<double>(kPruneSeconds)) Prune();
   // One transaction a batch; each row is whole or absent whatever happens to the process.
   if (!Exec(db_, "BEGIN").ok()) {
     std::fprintf(stderr, "tachyon: cache store %s: BEGIN failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));

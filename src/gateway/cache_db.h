@@ -8,6 +8,7 @@
 // entries not expired are read back, most recently used first.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,14 @@ namespace tachyon {
 
 class CacheDb : public CacheStore {
  public:
-  // Opens (or creates, with its directory) the file.
-  static StatusOr<std::unique_ptr<CacheDb>> Open(const std::string& path);
+  // Opens (or creates, with its directory) the file, readable by its owner only
+  // (0600: it holds prompts' answers). Rows past their expiry, and in each table
+  // the oldest past max_rows (0: no bound), are deleted now and then every
+  // kPruneSeconds while writes come, so the file does not grow across restarts.
+  // `metrics` (may be null) counts writes dropped at the queue's bound.
+  static StatusOr<std::unique_ptr<CacheDb>> Open(const std::string& path, size_t max_rows = 0,
+                                                 MetricsRegistry* metrics = nullptr);
+  static constexpr double kPruneSeconds = 600;
   ~CacheDb() override;  // applies what is queued, then closes
 
   StatusOr<std::vector<StoredEntry>> Load(CacheTable table, double now_unix, size_t limit) override;
@@ -38,8 +45,12 @@ class CacheDb : public CacheStore {
   CacheDb() = default;
   StatusOr<std::vector<StoredEntry>> LoadIdle(CacheTable table, double now_unix, size_t limit);
   void Apply(std::vector<StoreWriteQueue::Op>& ops);
+  // Deletes expired and over-bound rows (the write queue's thread, or before it starts).
+  void Prune();
 
   std::string path_;
+  size_t max_rows_ = 0;
+  std::chrono::steady_clock::time_point last_prune_;  // the write queue's thread
   sqlite3* db_ = nullptr;
   std::unique_ptr<StoreWriteQueue> writes_;  // its thread is the only user of db_ but for Load
 };

@@ -9,7 +9,7 @@ CircuitBreaker::Clock::duration Seconds(double s) {
 }  // namespace
 
 CircuitBreaker::State CircuitBreaker::state(Clock::time_point now) const {
-  if (state_ == State::kOpen && now >= opened_at_ + Seconds(options_.cooldown_seconds)) return State::kHalfOpen;
+  if (state_ == State::kOpen && now >= reopen_at_) return State::kHalfOpen;
   return state_;
 }
 
@@ -41,8 +41,16 @@ void CircuitBreaker::OnFailure(Clock::time_point now) {
   ++failures_;
   if (state_ == State::kHalfOpen || failures_ >= options_.failure_threshold) {
     state_ = State::kOpen;
-    opened_at_ = now;
+    reopen_at_ = now + Seconds(options_.cooldown_seconds);
   }
+  probe_in_flight_ = false;
+}
+
+void CircuitBreaker::OpenFor(Clock::time_point now, double seconds) {
+  const Clock::time_point until = now + Seconds(seconds);
+  if (state_ != State::kOpen || until > reopen_at_) reopen_at_ = until;
+  state_ = State::kOpen;
+  ++failures_;
   probe_in_flight_ = false;
 }
 

@@ -8,6 +8,9 @@
 //   half-open  one probe in flight; its success closes the breaker, its failure
 //              opens it again for another cool-down
 //
+// An upstream that says when to come back (429 with Retry-After) opens it until
+// then (OpenFor), whatever the count.
+//
 // Pure: the time is passed in; not thread-safe (the caller holds a lock).
 #pragma once
 
@@ -33,6 +36,8 @@ class CircuitBreaker {
   bool WouldAllow(Clock::time_point now) const;
   void OnSuccess();
   void OnFailure(Clock::time_point now);
+  // A failure that names its own cool-down: open until at least now + seconds.
+  void OpenFor(Clock::time_point now, double seconds);
   // A request that Allow let through ended without a verdict (cancelled): a probe may go again.
   void OnAbandoned();
 
@@ -44,7 +49,7 @@ class CircuitBreaker {
   State state_ = State::kClosed;
   int failures_ = 0;
   bool probe_in_flight_ = false;
-  Clock::time_point opened_at_;
+  Clock::time_point reopen_at_;  // open: when the next probe may go
 };
 
 const char* CircuitStateName(CircuitBreaker::State state);  // "closed", "open", "half_open"

@@ -78,9 +78,12 @@ std::vector<std::string> Pieces(const std::string& text, size_t size) {
 
 }  // namespace
 
-nlohmann::json AnswerBody(const CompletionRequest& request) {
-  return request.body.is_object() ? CanonicalJson(request.body, {"stream", "stream_options", "user", "model"})
-                                  : nlohmann::json::object();
+nlohmann::json AnswerBody(const CompletionRequest& request, bool keep_model) {
+  if (!request.body.is_object()) return nlohmann::json::object();
+  nlohmann::json body = keep_model ? CanonicalJson(request.body, {"stream", "stream_options", "user"})
+                                   : CanonicalJson(request.body, {"stream", "stream_options", "user", "model"});
+  if (keep_model) body["model"] = request.model;  // as parsed (a stage may have renamed it)
+  return body;
 }
 
 std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const std::string& route,
@@ -97,8 +100,9 @@ std::string CacheKeyHash(const std::string& text) {
   return hex;
 }
 
-std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant) {
-  return CacheKeyText(AnswerBody(request), request.endpoint, route, tenant);
+std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant,
+                              bool keep_model) {
+  return CacheKeyText(AnswerBody(request, keep_model), request.endpoint, route, tenant);
 }
 
 ExactCache::ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db)
@@ -292,12 +296,14 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
     lookups_->With({"exact", status}).Add();
   };
   const bool sampled = r.sampling.temperature > 0;
-  if (HasCacheDirective(request.cache_control, "no-store") || (sampled && !route->second.sampled) || r.n != 1) {
+  // Logprobs are not stored: a hit would answer them with null.
+  if (HasCacheDirective(request.cache_control, "no-store") || (sampled && !route->second.sampled) || r.n != 1 ||
+      r.num_logprobs >= 0) {
     result("bypass");
     return std::nullopt;
   }
   const Clock::time_point start = Clock::now();
-  request.cache_key = CacheKeyHash(ExactCacheKeyText(r, route_name, request.tenant));
+  request.cache_key = CacheKeyHash(ExactCacheKeyText(r, route_name, request.tenant, route->second.key_model));
   if (HasCacheDirective(request.cache_control, "no-cache")) {
     result("miss");  // asked for a fresh answer; it is stored
     return std::nullopt;

@@ -35,6 +35,9 @@ namespace tachyon {
 struct ExactCacheRouteOptions {
   double ttl_seconds = 3600;
   bool sampled = false;  // cache answers of requests with temperature > 0
+  // The client's model name reaches an upstream (a remote backend without
+  // upstream_model): it is in the key, so aliases of one route never share answers.
+  bool key_model = false;
 };
 
 struct ExactCacheOptions {
@@ -51,8 +54,8 @@ nlohmann::json CanonicalJson(const nlohmann::json& v, std::initializer_list<std:
 bool HasCacheDirective(const std::string& cache_control, std::string_view directive);
 
 // The request body as it bears on the answer: canonical, without stream,
-// stream_options, user and model (the route stands for it).
-nlohmann::json AnswerBody(const CompletionRequest& request);
+// stream_options, user and (unless keep_model: the name reaches an upstream) model.
+nlohmann::json AnswerBody(const CompletionRequest& request, bool keep_model = false);
 // The text a cache key is the hash of: route, tenant, endpoint and a canonical body.
 std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const std::string& route,
                          const std::string& tenant);
@@ -60,7 +63,8 @@ std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const st
 std::string CacheKeyHash(const std::string& text);
 
 // The canonical key text of a request for a route (exposed for tests).
-std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant);
+std::string ExactCacheKeyText(const CompletionRequest& request, const std::string& route, const std::string& tenant,
+                              bool keep_model = false);
 
 class ExactCache {
  public:

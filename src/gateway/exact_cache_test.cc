@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "gateway/cache_db.h"
+#include "gateway/store_write_queue.h"
 
 namespace tachyon {
 namespace {
@@ -49,6 +52,13 @@ TEST(ExactCacheKeyTest, EverythingThatChangesTheAnswerAndNothingElse) {
             base);
   EXPECT_NE(ExactCacheKeyText(Parse(kHi), "other", ""), base);
   EXPECT_NE(ExactCacheKeyText(Parse(kHi), "chat", "tenant-b"), base);
+  // The model name is in the key only where it reaches an upstream (issue 31: two
+  // aliases of one route sent upstream as asked must not share an answer).
+  const std::string mini = R"({"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"temperature":0})";
+  const std::string o4 = R"({"model":"o4-mini","messages":[{"role":"user","content":"hi"}],"temperature":0})";
+  EXPECT_EQ(ExactCacheKeyText(Parse(mini), "chat", ""), ExactCacheKeyText(Parse(o4), "chat", ""));
+  EXPECT_NE(ExactCacheKeyText(Parse(mini), "chat", "", true), ExactCacheKeyText(Parse(o4), "chat", "", true));
+  EXPECT_EQ(ExactCacheKeyText(Parse(mini), "chat", "", true), ExactCacheKeyText(Parse(mini), "chat", "", true));
 }
 
 TEST(ExactCacheStoreTest, LruByEntriesAndBytesAndTtl) {
@@ -102,6 +112,78 @@ TEST(ExactCacheStoreTest, SqliteKeepsEntriesAcrossARestart) {
   EXPECT_FALSE(CacheDb::Open("/proc/no/such/dir/cache.db").ok());
 }
 
+// Issue 31: the file was created 0644, and expired rows were never deleted (the
+// file grew across restarts). It is 0600 now, and a restart prunes expired rows and
+// those past the row bound, oldest first.
+TEST(ExactCacheStoreTest, SqliteFileIsPrivateAndPrunedAtStart) {
+  const std::string dir = ::testing::TempDir() + "/tachyon_cache_prune_" + std::to_string(::getpid());
+  const std::string path = dir + "/cache.db";
+  std::filesystem::remove_all(dir);
+  {
+    std::shared_ptr<CacheDb> db = *CacheDb::Open(path);
+    const double now = UnixTimeSeconds();
+    for (int i = 0; i < 10; ++i) {
+      db->Put(CacheTable::kExact, {.key = "live" + std::to_string(i),
+                                   .answer = {.text = "x"},
+                                   .stored_unix = now + i,
+                                   .expires_unix = now + 3600});
+      db->Put(CacheTable::kExact, {.key = "old" + std::to_string(i),
+                                   .answer = {.text = "x"},
+                                   .stored_unix = now - 100,
+                                   .expires_unix = now - 1});
+    }
+    db->Flush();
+  }
+  const auto perms = std::filesystem::status(path).permissions();
+  EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+            std::filesystem::perms::none);
+  // A file an older version left readable by others is narrowed at open.
+  std::filesystem::permissions(path, std::filesystem::perms::others_read, std::filesystem::perm_options::add);
+  std::shared_ptr<CacheDb> db = *CacheDb::Open(path, /*max_rows=*/4);
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::others_all,
+            std::filesystem::perms::none);
+  // Load asks for more than the bound: the rows themselves are gone, not just skipped.
+  StatusOr<std::vector<StoredEntry>> rows = db->Load(CacheTable::kExact, 0, 100);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 4u);
+  EXPECT_EQ((*rows)[0].key, "live9");  // the newest stay
+  EXPECT_EQ((*rows)[3].key, "live6");
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 31: a store slower than the answers it is given used to queue them without
+// bound. Past the bound a put is dropped and counted; deletes wait longer.
+TEST(StoreWriteQueueTest, PutsPastTheBoundAreDroppedAndCounted) {
+  MetricsRegistry metrics;
+  std::mutex gate;
+  std::unique_lock<std::mutex> closed(gate);  // the writer's first batch waits here
+  std::atomic<bool> entered{false};
+  std::atomic<int> applied{0};
+  {
+    StoreWriteQueue queue(
+        1,
+        [&](std::vector<StoreWriteQueue::Op>& ops) {
+          entered = true;
+          std::lock_guard<std::mutex> wait(gate);
+          applied += static_cast<int>(ops.size());
+        },
+        QueueDropCounter(&metrics, "store_write"), /*max_queued=*/4);
+    queue.Put(CacheTable::kExact, {.key = "first"});  // taken by the writer, which then waits
+    while (!entered) std::this_thread::yield();
+    for (int i = 0; i < 10; ++i) queue.Put(CacheTable::kExact, {.key = "p" + std::to_string(i)});
+    for (int i = 0; i < 20; ++i) queue.Delete(CacheTable::kExact, "d" + std::to_string(i));
+    closed.unlock();
+    queue.Flush();
+  }
+  // 4 puts wait, 6 are dropped; deletes wait up to 16 queued in all: 12 more, 8 dropped.
+  const std::string series = "tachyon:cache_queue_dropped_total{queue=\"store_write\"} ";
+  const std::string text = metrics.Render();
+  const size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(std::stod(text.substr(at + series.size())), 14) << text;
+  EXPECT_EQ(applied, 1 + 4 + 12);
+}
+
 TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {
   MetricsRegistry metrics;
   ExactCacheStage stage({.routes = {{"chat", {.ttl_seconds = 60}}}}, nullptr, &metrics);
@@ -142,6 +224,11 @@ TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {
   GatewayRequest other = Request(R"({"model":"other","messages":[{"role":"user","content":"hi"}],"temperature":0})");
   EXPECT_FALSE(stage.Process(other));
   EXPECT_EQ(other.cache_status, "");
+  // Logprobs are not stored, so a request that asks for them passes by (a hit would say null).
+  GatewayRequest logprobs =
+      Request(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":0,"logprobs":true})");
+  EXPECT_FALSE(stage.Process(logprobs));
+  EXPECT_EQ(logprobs.cache_status, "bypass");
   const std::string text = metrics.Render();
   EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);

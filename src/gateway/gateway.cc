@@ -6,6 +6,7 @@
 
 #include <xxhash.h>
 
+#include "api/json_parse.h"
 #include "base/check.h"
 #include "gateway/cache_db.h"
 #include "gateway/embedder_spec.h"
@@ -251,7 +252,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       if (finished_ || attempt != current_) return;
       committed_ = true;
       if (capture_) {
-        capture_->text += chunk.text;
+        // An answer with tool calls is not stored (the capture keeps text only), and
+        // reasoning is not part of the answer: a hit never hands it to another client.
+        if (chunk.has_tool_calls) capture_->storable = false;
+        if (!chunk.reasoning) capture_->text += chunk.text;
         capture_->streamed = true;
       }
       if (!chunk.text.empty()) {
@@ -291,7 +295,9 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         std::lock_guard<std::mutex> slot_lock(slot.mutex);
         --slot.outstanding;
         slot.in_flight->Set(slot.outstanding);
-        if (failure) {
+        if (failure && result.retry_after_seconds > 0) {
+          slot.breaker.OpenFor(now, result.retry_after_seconds);  // it said when to come back
+        } else if (failure) {
           slot.breaker.OnFailure(now);
         } else {
           slot.breaker.OnSuccess();
@@ -424,6 +430,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   // A complete answer to the stages that keep answers (the call is finished:
   // capture_ and done_ are no longer written).
   void Store() {
+    if (!capture_->storable) return;
     const CompletionRequest& r = *capture_->request.request;
     CapturedAnswer answer{.endpoint = r.endpoint,
                           .model = capture_->request.route,  // the route: what purge by route and a hit name
@@ -432,8 +439,8 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
                           .has_usage = done_.has_usage,
                           .usage = done_.usage};
     if (!capture_->streamed) {
-      // The whole body: one choice of plain text, no tool calls.
-      nlohmann::json body = nlohmann::json::parse(done_.body, nullptr, false);
+      // The whole body: one choice of plain text, no tool calls (its reasoning_content is not kept).
+      nlohmann::json body = ParseJson(done_.body);
       if (body.is_discarded() || !body.contains("choices") || !body["choices"].is_array() ||
           body["choices"].size() != 1 || !body["choices"][0].is_object()) {
         return;
@@ -443,7 +450,9 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       if (r.endpoint == Endpoint::kChatCompletions) {
         if (!choice.contains("message") || !choice["message"].is_object()) return;
         const nlohmann::json& message = choice["message"];
-        if (message.contains("tool_calls") && !message["tool_calls"].is_null()) return;
+        for (const char* calls : {"tool_calls", "function_call"}) {
+          if (message.contains(calls) && !message[calls].is_null()) return;
+        }
         if (message.contains("content")) text = &message["content"];
       } else if (choice.contains("text")) {
         text = &choice["text"];
@@ -470,8 +479,9 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
 
   struct Capture {  // what the stages that keep answers will be given
     GatewayRequest request;
-    std::string text;
+    std::string text;       // content only, never reasoning
     bool streamed = false;
+    bool storable = true;   // false once a chunk carried tool calls
   };
 
   std::shared_ptr<const Gateway> gateway_;  // keeps the route and its backends alive
@@ -682,24 +692,38 @@ Status Gateway::BuildRouter(const GatewayConfig& config, MetricsRegistry* metric
 // entries) when the [cache] table is unchanged.
 Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics) {
   ExactCacheOptions cache{.max_entries = config.cache.max_entries, .max_bytes = config.cache.max_bytes};
+  // Whether the client's model name reaches an upstream of the route (then it keys the answer).
+  auto forwards_model = [&](const RouteConfig& r) {
+    for (const std::string& name : r.backends) {
+      for (const BackendConfig& b : config.backends) {
+        if (b.name == name && b.kind == "openai" && b.remote.upstream_model.empty()) return true;
+      }
+    }
+    return false;
+  };
   bool semantic = false;
   for (const RouteConfig& r : config.routes) {
-    if (r.exact_cache) cache.routes[r.model] = {.ttl_seconds = r.exact_cache_ttl, .sampled = r.cache_sampled};
+    if (r.exact_cache) {
+      cache.routes[r.model] = {.ttl_seconds = r.exact_cache_ttl, .sampled = r.cache_sampled, .key_model = forwards_model(r)};
+    }
     semantic = semantic || r.semantic_cache.has_value();
   }
   if (!cache.routes.empty() || semantic) {
     // A reload keeps the stores (and their entries) when [cache] is unchanged.
     const std::string store_key = config.cache.store + "\n" + std::to_string(config.cache.max_entries) + "\n" +
-                                  std::to_string(config.cache.max_bytes);
+                                  std::to_string(config.cache.max_bytes) + "\n" + config.cache.password + "\n" +
+                                  (config.cache.verify_tls ? "verify" : "no-verify") + "\n" + config.cache.ca_file;
     const bool keep = previous != nullptr && previous->cache_store_key_ == store_key;
     if (keep) cache_db_ = previous->cache_db_;
     if (!keep && config.cache.store.rfind("sqlite:", 0) == 0) {
-      StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7));
+      StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7), config.cache.max_entries, metrics);
       if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
       cache_db_ = std::move(opened).value();
     }
-    if (!keep && config.cache.store.rfind("redis://", 0) == 0) {
-      StatusOr<std::unique_ptr<RedisStore>> opened = RedisStore::Open(config.cache.store, metrics);
+    if (!keep && (config.cache.store.rfind("redis://", 0) == 0 || config.cache.store.rfind("rediss://", 0) == 0)) {
+      StatusOr<std::unique_ptr<RedisStore>> opened = RedisStore::Open(
+          config.cache.store, metrics,
+          {.password = config.cache.password, .verify_tls = config.cache.verify_tls, .ca_file = config.cache.ca_file});
       if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
       cache_db_ = std::move(opened).value();
     }
@@ -720,7 +744,8 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
         semantic_cache_ = previous->semantic_cache_;
       } else {
         semantic_cache_ =
-            std::make_shared<SemanticCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_);
+            std::make_shared<SemanticCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_,
+                                            QueueDropCounter(metrics, "semantic_insert"));
         if (Status loaded = semantic_cache_->Load(); !loaded.ok()) {
           return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
         }
@@ -746,7 +771,8 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
                                        .band = c.guards == "off" ? 0.0 : c.band,
                                        .guards_on_hits = c.guards == "all"},
                                .ttl_seconds = c.ttl,
-                               .sampled = r.cache_sampled};
+                               .sampled = r.cache_sampled,
+                               .key_model = forwards_model(r)};
         if (c.verifier > 0) {
           if (c.verifier_weights.empty()) {
             o.verifier = std::make_shared<PairVerifier>();

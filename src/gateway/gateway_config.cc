@@ -419,25 +419,39 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
   return t.NoOtherKeys();
 }
 
-Status ReadCache(TableReader& t, CacheConfig* c) {
+Status ReadCache(TableReader& t, const std::string& config_path, EnvReader env, CacheConfig* c) {
   RETURN_IF_ERROR(t.String("store", &c->store));
   const bool sqlite = c->store.rfind("sqlite:", 0) == 0 && c->store.size() > 7;
-  const bool redis = c->store.rfind("redis://", 0) == 0;
+  const bool redis = c->store.rfind("redis://", 0) == 0 || c->store.rfind("rediss://", 0) == 0;
   if (c->store != "memory" && !sqlite && !redis) {
     return t.Error(*t.Get("store"), "store",
-                   "must be \"memory\", \"sqlite:PATH\" or \"redis://HOST:PORT[/DB]\", not \"" + c->store + "\"");
+                   "must be \"memory\", \"sqlite:PATH\" or \"redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB]\", not \"" +
+                       RedactRedisUrl(c->store) + "\"");
   }
   if (redis) {
     if (StatusOr<RedisAddress> a = ParseRedisUrl(c->store); !a.ok()) {
       return t.Error(*t.Get("store"), "store", a.status().message());
     }
   }
+  std::string password_env;
+  RETURN_IF_ERROR(t.String("password_env", &password_env));
+  if (!password_env.empty()) {
+    if (!redis) return t.Error(*t.Get("password_env"), "password_env", "is for a redis:// store only");
+    std::optional<std::string> password = env(password_env);
+    if (!password || password->empty()) {
+      return t.Error(*t.Get("password_env"), "password_env", "the environment variable " + password_env + " is not set");
+    }
+    c->password = *password;
+  }
+  RETURN_IF_ERROR(t.Bool("verify_tls", &c->verify_tls));
+  RETURN_IF_ERROR(t.String("ca_file", &c->ca_file));
+  c->ca_file = BesideConfig(config_path, c->ca_file);
   RETURN_IF_ERROR(t.Integer("max_entries", &c->max_entries, 1, INT64_MAX));
   RETURN_IF_ERROR(t.Integer("max_bytes", &c->max_bytes, 1, INT64_MAX));
   return t.NoOtherKeys();
 }
 
-Status ReadServer(TableReader& t, EnvReader env, ServerConfig* s) {
+Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env, ServerConfig* s) {
   std::string host;
   RETURN_IF_ERROR(t.String("host", &host));
   if (!host.empty()) s->host = host;
@@ -454,8 +468,24 @@ Status ReadServer(TableReader& t, EnvReader env, ServerConfig* s) {
     *out = *key;
     return Status::Ok();
   };
+  // A key from the first line of a file (a mounted secret: SIGHUP reads it again, so it rotates).
+  auto key_from_file = [&](const char* name, std::optional<std::string>* out) -> Status {
+    std::string file;
+    RETURN_IF_ERROR(t.String(name, &file));
+    if (file.empty()) return Status::Ok();
+    if (out->has_value()) return t.Error(*t.Get(name), name, "give the key by a file or by a variable, not both");
+    std::ifstream in(BesideConfig(config_path, file));
+    std::string key;
+    if (!in || !std::getline(in, key)) return t.Error(*t.Get(name), name, "cannot read a key from " + file);
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.empty()) return t.Error(*t.Get(name), name, "the first line of " + file + " is empty");
+    *out = std::move(key);
+    return Status::Ok();
+  };
   RETURN_IF_ERROR(key_from_env("api_key_env", &s->api_key));
   RETURN_IF_ERROR(key_from_env("admin_key_env", &s->admin_key));
+  RETURN_IF_ERROR(key_from_file("api_key_file", &s->api_key));
+  RETURN_IF_ERROR(key_from_file("admin_key_file", &s->admin_key));
   size_t body = 0;
   RETURN_IF_ERROR(t.Integer("max_body_bytes", &body, 1, INT64_MAX));
   if (body > 0) s->max_body_bytes = body;
@@ -571,12 +601,12 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
   if (const toml::node* n = root.get("server")) {
     if (!n->is_table()) return InvalidArgumentError(path + ": 'server' must be a table: [server]");
     TableReader reader(*n->as_table(), path, "[server]");
-    RETURN_IF_ERROR(ReadServer(reader, env, &config.server));
+    RETURN_IF_ERROR(ReadServer(reader, path, env, &config.server));
   }
   if (const toml::node* n = root.get("cache")) {
     if (!n->is_table()) return InvalidArgumentError(path + ": 'cache' must be a table: [cache]");
     TableReader reader(*n->as_table(), path, "[cache]");
-    RETURN_IF_ERROR(ReadCache(reader, &config.cache));
+    RETURN_IF_ERROR(ReadCache(reader, path, env, &config.cache));
   }
   const bool any_embedding = std::any_of(config.backends.begin(), config.backends.end(),
                                          [](const BackendConfig& b) { return b.kind == "embedding"; });

@@ -43,7 +43,7 @@ struct SemanticCacheConfig {
   double verifier = 0;          // verifier score a hit needs (0: no verifier)
   std::string verifier_weights; // fit-verifier's file; empty: the built-in weights
   double band = 0.03;           // cosines this far under the threshold hit when the guards pass
-  std::string guards = "band";  // "off", "band" (the band only) or "all" (every hit)
+  std::string guards = "all";   // "all" (every hit), "band" (the band under the threshold only) or "off"
   double ttl = 3600;            // seconds an answer stays
 };
 
@@ -97,13 +97,18 @@ struct CacheConfig {
   std::string store = "sqlite:.tachyon/cache.db";
   size_t max_entries = 100000;
   size_t max_bytes = 256 << 20;
+  // A redis:// or rediss:// store: the password when the URL has none (read from
+  // password_env), and for rediss:// the certificate check, as for upstreams.
+  std::string password;
+  bool verify_tls = true;
+  std::string ca_file;  // relative to the config file
 };
 
 struct ServerConfig {
   std::optional<std::string> host;
   std::optional<int> port;
-  std::optional<std::string> api_key;  // read from api_key_env
-  std::optional<std::string> admin_key;  // read from admin_key_env
+  std::optional<std::string> api_key;    // read from api_key_env or api_key_file's first line
+  std::optional<std::string> admin_key;  // read from admin_key_env or admin_key_file's first line
   std::optional<size_t> max_body_bytes;
   std::optional<int> io_threads;
   std::optional<int> workers;

@@ -157,6 +157,19 @@ max_bytes = 1048576
             std::string::npos);
   EXPECT_EQ(Parse(base + "[cache]\nstore = \"redis://127.0.0.1:6379/2\"\n")->cache.store, "redis://127.0.0.1:6379/2");
   EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"redis://h:99999\"\n").find("bad port"), std::string::npos);
+  // A password from the environment, TLS with its certificate check (issue 31).
+  StatusOr<GatewayConfig> r = Parse(base + "[cache]\nstore = \"rediss://cache:6380/1\"\npassword_env = \"UPSTREAM_B_KEY\"\n"
+                                           "verify_tls = false\nca_file = \"ca.pem\"\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cache.password, "sk-b");
+  EXPECT_FALSE(r->cache.verify_tls);
+  EXPECT_EQ(r->cache.ca_file, "ca.pem");  // beside t.toml
+  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"redis://h\"\npassword_env = \"NOPE\"\n").find("NOPE is not set"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[cache]\nstore = \"memory\"\npassword_env = \"UPSTREAM_B_KEY\"\n").find("redis"),
+            std::string::npos);
+  // A password in the URL never shows in an error.
+  EXPECT_EQ(ErrorOf(base + "[cache]\nstore = \"redis://:hunter2@h:99999\"\n").find("hunter2"), std::string::npos);
   EXPECT_EQ(Parse(base)->cache.store, "sqlite:.tachyon/cache.db");  // the default
   EXPECT_EQ(*Parse(base + "[server]\nadmin_key_env = \"UPSTREAM_A_KEY\"\n")->server.admin_key, "sk-a");
   EXPECT_NE(ErrorOf(base + "[server]\nadmin_key_env = \"NOPE\"\n").find("NOPE is not set"), std::string::npos);
@@ -175,7 +188,7 @@ TEST(GatewayConfigTest, SemanticCacheTable) {
   EXPECT_EQ(s.embedder, "hash");
   EXPECT_DOUBLE_EQ(s.threshold, 0.93);
   EXPECT_DOUBLE_EQ(s.verifier, 0);
-  EXPECT_EQ(s.guards, "band");
+  EXPECT_EQ(s.guards, "all") << "issue 31: every hit passes the guards unless the route says otherwise";
   EXPECT_DOUBLE_EQ(s.ttl, 120);  // the route's exact_cache_ttl unless set
   EXPECT_FALSE(Parse(base)->routes[0].semantic_cache);
   c = Parse(base + "semantic_cache = { embedder = \"hash:512\", threshold = 0.64, verifier = 0.9, band = 0.05, "

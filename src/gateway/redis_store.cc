@@ -3,6 +3,8 @@
 #include <hiredis/hiredis.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,29 +19,10 @@ constexpr char kLog[] = "tachyon:log";
 constexpr size_t kBatch = 128;
 constexpr int kBlockMs = 500;
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+using Reply = RedisReplyPtr;
 
-// One command queued on the connection (its reply read later with redisGetReply).
-void Append(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  redisAppendCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data());
-}
-
-// One command and its reply; null when the connection failed (c->err is then set).
-Reply Command(redisContext* c, const std::vector<std::string>& args) {
-  Append(c, args);
-  void* raw = nullptr;
-  if (redisGetReply(c, &raw) != REDIS_OK) return nullptr;
-  return Reply(static_cast<redisReply*>(raw));
-}
+// Seconds every read and write may wait (longer than the reader's XREAD BLOCK).
+constexpr double kIoTimeoutSeconds = 2.0;
 
 std::string Key(CacheTable table, const std::string& key) {
   return std::string(kPrefix) + (table == CacheTable::kSemantic ? "semantic:" : "exact:") + key;
@@ -51,7 +34,7 @@ std::string Number(double v) {
   return buf;
 }
 
-std::string Text(const redisReply* r) { return r != nullptr && r->str != nullptr ? std::string(r->str, r->len) : ""; }
+std::string Text(const redisReply* r) { return RedisText(r); }
 
 // A hash reply (field, value, ...) as an entry; false when it is not a whole one.
 bool ParseEntry(const redisReply* r, CacheTable table, StoredEntry* e) {
@@ -86,34 +69,17 @@ bool ParseEntry(const redisReply* r, CacheTable table, StoredEntry* e) {
 
 }  // namespace
 
-StatusOr<RedisAddress> ParseRedisUrl(const std::string& url) {
-  const std::string scheme = "redis://";
-  if (url.rfind(scheme, 0) != 0) return InvalidArgumentError("not a redis:// URL: " + url);
-  std::string rest = url.substr(scheme.size());
-  RedisAddress a;
-  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
-    const std::string db = rest.substr(slash + 1);
-    rest = rest.substr(0, slash);
-    if (!db.empty()) {
-      char* end = nullptr;
-      const long n = std::strtol(db.c_str(), &end, 10);
-      if (*end != '\0' || n < 0 || n > 1000) return InvalidArgumentError("bad database number in " + url);
-      a.db = static_cast<int>(n);
-    }
-  }
-  if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
-    char* end = nullptr;
-    const long port = std::strtol(rest.c_str() + colon + 1, &end, 10);
-    if (*end != '\0' || port < 1 || port > 65535) return InvalidArgumentError("bad port in " + url);
-    a.port = static_cast<int>(port);
-    rest = rest.substr(0, colon);
-  }
-  if (!rest.empty()) a.host = rest;
-  return a;
+double RedisRetryDelaySeconds(int failures) {
+  if (failures <= 0) return 0;
+  return std::min(30.0, 0.5 * std::pow(2.0, std::min(failures - 1, 16)));
 }
 
-StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(const std::string& url, MetricsRegistry* metrics) {
+StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(const std::string& url, MetricsRegistry* metrics,
+                                                       RedisStoreOptions options) {
   ASSIGN_OR_RETURN(RedisAddress address, ParseRedisUrl(url));
+  if (address.password.empty()) address.password = options.password;
+  address.verify_tls = options.verify_tls;
+  address.ca_file = options.ca_file;
   std::unique_ptr<RedisStore> s(new RedisStore());
   s->url_ = url;
   s->address_ = address;
@@ -121,78 +87,85 @@ StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(const std::string& url, M
   s->origin_ = std::to_string(::getpid()) + "-" + std::to_string(rd());
   if (metrics != nullptr) {
     s->errors_ = &metrics->AddCounter("tachyon:cache_store_errors_total",
-                                      "Cache store operations that failed (the store could not be reached)",
-                                      {"store"})
-                      .With({"redis"});
+                                      "Cache store operations that failed, by why (connect, tls, noauth, wrongpass, "
+                                      "readonly, oom, read, write, ...)",
+                                      {"store", "reason"});
   }
   // Where the log is now: changes from here on are followed.
-  if (redisContext* c = s->Connect(1.0)) {
-    Reply last = Command(c, {"XREVRANGE", kLog, "+", "-", "COUNT", "1"});
+  std::string reason, message;
+  if (std::unique_ptr<RedisConnection> c = s->Connect(1.0, &reason, &message)) {
+    Reply last = c->Command({"XREVRANGE", kLog, "+", "-", "COUNT", "1"});
     if (last && last->type == REDIS_REPLY_ARRAY && last->elements == 1 && last->element[0]->elements >= 1) {
       s->last_id_ = Text(last->element[0]->element[0]);
+      s->available_ = true;
+    } else if (last && last->type == REDIS_REPLY_ERROR) {
+      s->Failed(RedisErrorReason(last.get()), "XREVRANGE: " + Text(last.get()));
+    } else {
+      s->available_ = last != nullptr;
+      if (!last) s->Failed("read", "the connection closed");
     }
-    redisFree(c);
-    s->available_ = true;
   } else {
-    s->Failed("connect");
+    s->Failed(reason, message);
   }
   if (s->last_id_.empty()) s->last_id_ = "0-0";
-  s->writes_ = std::make_unique<StoreWriteQueue>(kBatch, [raw = s.get()](auto& ops) { raw->Apply(ops); });
+  s->writes_ = std::make_unique<StoreWriteQueue>(kBatch, [raw = s.get()](auto& ops) { raw->Apply(ops); },
+                                                 QueueDropCounter(metrics, "store_write"));
   s->reader_ = std::thread([raw = s.get()] { raw->ReaderLoop(); });
   return s;
 }
 
 RedisStore::~RedisStore() {
   writes_.reset();  // applies what is queued (or drops it, Redis being down)
-  if (writer_conn_ != nullptr) redisFree(writer_conn_);
+  writer_conn_.reset();
   stopping_ = true;
   if (reader_.joinable()) reader_.join();
 }
 
-redisContext* RedisStore::Connect(double timeout_seconds) const {
-  const double whole = std::floor(timeout_seconds);
-  const timeval tv{static_cast<time_t>(whole), static_cast<suseconds_t>((timeout_seconds - whole) * 1e6)};
-  redisContext* c = redisConnectWithTimeout(address_.host.c_str(), address_.port, tv);
-  if (c == nullptr || c->err != 0) {
-    if (c != nullptr) redisFree(c);
+std::unique_ptr<RedisConnection> RedisStore::Connect(double timeout_seconds, std::string* reason,
+                                                     std::string* message) const {
+  StatusOr<std::unique_ptr<RedisConnection>> c =
+      RedisConnection::Open(address_, timeout_seconds, kIoTimeoutSeconds, reason);
+  if (!c.ok()) {
+    *message = c.status().message();
     return nullptr;
   }
-  const timeval io{2, 0};  // longer than the reader's XREAD BLOCK
-  redisSetTimeout(c, io);
-  if (address_.db != 0) {
-    Reply r = Command(c, {"SELECT", std::to_string(address_.db)});
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-      redisFree(c);
-      return nullptr;
-    }
-  }
-  return c;
+  return std::move(c).value();
 }
 
-void RedisStore::Failed(const std::string& what, bool down) {
+void RedisStore::Failed(const std::string& reason, const std::string& message, bool down) {
   if (down) available_ = false;
-  if (errors_ != nullptr) errors_->Add();
+  if (errors_ != nullptr) errors_->With({"redis", reason}).Add();
   std::lock_guard<std::mutex> lock(log_mutex_);
-  if (!outage_logged_) {
-    std::fprintf(stderr, "tachyon: cache store %s: %s failed; the caches miss until it is back\n", url_.c_str(),
-                 what.c_str());
-    outage_logged_ = true;
+  if (failing_reason_ != reason) {
+    std::fprintf(stderr, "tachyon: cache store %s: %s (%s); the caches miss until it works again\n",
+                 describe().c_str(), message.c_str(), reason.c_str());
+    failing_reason_ = reason;
+  }
+}
+
+void RedisStore::Pause(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!stopping_ && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
 StatusOr<std::vector<StoredEntry>> RedisStore::Load(CacheTable table, double now_unix, size_t limit) {
   std::vector<StoredEntry> out;
-  redisContext* c = Connect(2.0);
+  std::string reason, message;
+  std::unique_ptr<RedisConnection> c = Connect(2.0, &reason, &message);
   if (c == nullptr) {
-    Failed("load");
+    Failed(reason, "load: " + message);
     return out;  // empty: the server starts, the caches miss
   }
   const std::string pattern = Key(table, "*");
   std::string cursor = "0";
   bool failed = false;
   do {
-    Reply r = Command(c, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    Reply r = c->Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+      reason = !r ? "read" : r->type == REDIS_REPLY_ERROR ? RedisErrorReason(r.get()) : "protocol";
+      message = "load: SCAN: " + (r ? Text(r.get()) : std::string("the connection closed"));
       failed = true;
       break;
     }
@@ -200,23 +173,23 @@ StatusOr<std::vector<StoredEntry>> RedisStore::Load(CacheTable table, double now
     const redisReply* keys = r->element[1];
     // The hashes of this batch, pipelined.
     for (size_t i = 0; i < keys->elements; ++i) {
-      Append(c, {"HGETALL", Text(keys->element[i])});
+      c->Append({"HGETALL", Text(keys->element[i])});
     }
     for (size_t i = 0; i < keys->elements; ++i) {
-      void* raw = nullptr;
-      if (redisGetReply(c, &raw) != REDIS_OK) {
+      Reply h = c->GetReply();
+      if (!h) {
+        reason = "read";
+        message = "load: the connection closed";
         failed = true;
         break;
       }
-      Reply h(static_cast<redisReply*>(raw));
       StoredEntry e;
       e.key = Text(keys->element[i]).substr(Key(table, "").size());
       if (ParseEntry(h.get(), table, &e) && e.expires_unix > now_unix) out.push_back(std::move(e));
     }
   } while (!failed && cursor != "0");
-  redisFree(c);
   if (failed) {
-    Failed("load");
+    Failed(reason, message);
     out.clear();
     return out;
   }
@@ -238,7 +211,7 @@ void RedisStore::Subscribe(CacheTable table, ChangeFn fn) {
   }
 }
 
-bool RedisStore::Write(redisContext* c, const StoreWriteQueue::Op& op) {
+bool RedisStore::Write(RedisConnection& c, const StoreWriteQueue::Op& op, std::string* reason, std::string* message) {
   const StoredEntry& e = op.entry;
   const std::string key = Key(op.table, e.key);
   std::vector<std::vector<std::string>> commands = {{"MULTI"}};
@@ -281,42 +254,69 @@ bool RedisStore::Write(redisContext* c, const StoreWriteQueue::Op& op) {
                       op.table == CacheTable::kSemantic ? "semantic" : "exact", "op", op.put ? "put" : "del", "key",
                       e.key});
   commands.push_back({"EXEC"});
-  for (const auto& args : commands) Append(c, args);
+  for (const auto& args : commands) c.Append(args);
   bool ok = true;
   for (size_t i = 0; i < commands.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(c, &raw) != REDIS_OK) return false;  // the connection is gone
-    Reply r(static_cast<redisReply*>(raw));
-    if (r->type == REDIS_REPLY_ERROR) ok = false;
+    Reply r = c.GetReply();
+    if (!r) {  // the connection is gone
+      *reason = "write";
+      *message = "write: the connection closed";
+      return false;
+    }
+    // The first error (MULTI refused, a command refused in the queue, EXEC aborted) says why.
+    if (ok && r->type == REDIS_REPLY_ERROR) {
+      ok = false;
+      *reason = RedisErrorReason(r.get());
+      *message = "write refused: " + Text(r.get());
+    }
   }
-  if (!ok) std::fprintf(stderr, "tachyon: cache store %s: a write was refused\n", url_.c_str());
-  return true;
+  return ok;
 }
 
 void RedisStore::Apply(std::vector<StoreWriteQueue::Op>& ops) {
+  std::string reason, message;
   bool unreachable = false;  // tried to connect just now, and could not
   if (writer_conn_ == nullptr && std::chrono::steady_clock::now() >= next_connect_) {
-    writer_conn_ = Connect(1.0);
+    writer_conn_ = Connect(1.0, &reason, &message);
     unreachable = writer_conn_ == nullptr;
-    if (unreachable) next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   }
   for (const StoreWriteQueue::Op& op : ops) {
-    if (writer_conn_ != nullptr && Write(writer_conn_, op)) continue;
-    const bool broke = writer_conn_ != nullptr;
-    if (broke) {  // tried again in half a second
-      redisFree(writer_conn_);
-      writer_conn_ = nullptr;
-      next_connect_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    if (writer_conn_ != nullptr && Write(*writer_conn_, op, &reason, &message)) {
+      if (writer_failures_ > 0) Recovered();
+      writer_failures_ = 0;
+      continue;
     }
-    Failed("write", /*down=*/broke || unreachable);  // dropped; one skipped while waiting to reconnect only counts
+    if (writer_conn_ == nullptr && !unreachable) {  // skipped while waiting to reconnect
+      if (errors_ != nullptr) errors_->With({"redis", "dropped"}).Add();
+      continue;
+    }
+    // Lost, unreachable or refused (READONLY, OOM, NOAUTH): the connection goes, and
+    // the next one waits longer each time. A refused write leaves lookups on (what
+    // this replica holds is still right); a lost connection turns them off until
+    // the reader is back and the caches have read the store again.
+    const bool lost = unreachable || reason == "write";
+    writer_conn_.reset();
+    next_connect_ = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(RedisRetryDelaySeconds(++writer_failures_)));
+    Failed(reason, message, /*down=*/lost);
+    unreachable = false;
   }
 }
 
-void RedisStore::Deliver(redisContext* c, CacheTable table, bool put, const std::string& key) {
+void RedisStore::Recovered() {
+  std::lock_guard<std::mutex> lock(log_mutex_);
+  if (!failing_reason_.empty() && available_) {
+    std::fprintf(stderr, "tachyon: cache store %s: works again\n", describe().c_str());
+    failing_reason_.clear();
+  }
+}
+
+void RedisStore::Deliver(RedisConnection& c, CacheTable table, bool put, const std::string& key) {
   StoredEntry e;
   e.key = key;
   if (put) {
-    Reply h = Command(c, {"HGETALL", Key(table, key)});
+    Reply h = c.Command({"HGETALL", Key(table, key)});
     if (!h || !ParseEntry(h.get(), table, &e)) return;  // gone already (deleted or expired)
     if (e.expires_unix <= UnixTimeSeconds()) return;
   }
@@ -326,13 +326,19 @@ void RedisStore::Deliver(redisContext* c, CacheTable table, bool put, const std:
 }
 
 void RedisStore::ReaderLoop() {
-  redisContext* c = nullptr;
+  std::unique_ptr<RedisConnection> c;
+  int failures = 0;  // in a row: the pause before the next attempt grows with them
+  auto fail = [&](const std::string& reason, const std::string& message) {
+    c.reset();
+    Failed(reason, message);
+    Pause(RedisRetryDelaySeconds(++failures));
+  };
   while (!stopping_) {
+    std::string reason, message;
     if (c == nullptr) {
-      c = Connect(1.0);
+      c = Connect(1.0, &reason, &message);
       if (c == nullptr) {
-        if (available_) Failed("connect");
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        fail(reason, message);
         continue;
       }
     }
@@ -340,33 +346,29 @@ void RedisStore::ReaderLoop() {
     // write): changes may have been missed, so the caches read the store anew,
     // from the log's end.
     if (!available_) {
-      Reply last = Command(c, {"XREVRANGE", kLog, "+", "-", "COUNT", "1"});
-      if (!last) {
-        redisFree(c);
-        c = nullptr;
+      Reply last = c->Command({"XREVRANGE", kLog, "+", "-", "COUNT", "1"});
+      if (!last || last->type == REDIS_REPLY_ERROR) {
+        fail(last ? RedisErrorReason(last.get()) : "read",
+             "XREVRANGE: " + (last ? Text(last.get()) : std::string("the connection closed")));
         continue;
       }
       last_id_ = last->type == REDIS_REPLY_ARRAY && last->elements == 1 && last->element[0]->elements >= 1
                      ? Text(last->element[0]->element[0])
                      : "0-0";
       available_ = true;
-      {
-        std::lock_guard<std::mutex> lock(log_mutex_);
-        if (outage_logged_) std::fprintf(stderr, "tachyon: cache store %s: reachable again\n", url_.c_str());
-        outage_logged_ = false;
-      }
+      Recovered();
       std::lock_guard<std::mutex> lock(subscribers_mutex_);
       for (auto& [table, fn] : subscribers_) {
         if (fn) fn(table, false, StoredEntry{});
       }
     }
-    Reply r = Command(c, {"XREAD", "COUNT", "256", "BLOCK", std::to_string(kBlockMs), "STREAMS", kLog, last_id_});
-    if (!r) {
-      redisFree(c);
-      c = nullptr;
-      Failed("read");
+    Reply r = c->Command({"XREAD", "COUNT", "256", "BLOCK", std::to_string(kBlockMs), "STREAMS", kLog, last_id_});
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      fail(r ? RedisErrorReason(r.get()) : "read", "XREAD: " + (r ? Text(r.get()) : std::string("the connection closed")));
       continue;
     }
+    if (!available_) continue;  // a write failed meanwhile: reconnect the caches above
+    failures = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) continue;  // nil: nothing new within the block
     const redisReply* stream = r->element[0];
     if (stream->type != REDIS_REPLY_ARRAY || stream->elements < 2) continue;
@@ -380,10 +382,9 @@ void RedisStore::ReaderLoop() {
       for (size_t k = 0; k + 1 < fields->elements; k += 2) f[Text(fields->element[k])] = Text(fields->element[k + 1]);
       if (f["origin"] == origin_) continue;
       const CacheTable table = f["table"] == "semantic" ? CacheTable::kSemantic : CacheTable::kExact;
-      Deliver(c, table, f["op"] == "put", f["key"]);
+      Deliver(*c, table, f["op"] == "put", f["key"]);
     }
   }
-  if (c != nullptr) redisFree(c);
 }
 
 }  // namespace tachyon

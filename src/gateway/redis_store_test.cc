@@ -3,6 +3,7 @@
 #include "gateway/redis_store.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -18,7 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 template <typename F>
-bool Eventually(F condition, double seconds = 3.0) {
+bool Eventually(F condition, double seconds = 10.0) {
   const Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (Clock::now() < end) {
     if (condition()) return true;
@@ -93,7 +94,7 @@ TEST_F(RedisStoreTest, ARedisThatGoesAwayMakesTheCacheMissUntilItIsBack) {
   EXPECT_FALSE(cache.Find("k", Clock::now())) << "while Redis is down, a lookup misses";
   cache.Put("k2", {.text = "y", .finish_reason = "stop"}, Clock::now(), 60);  // dropped by the store, no crash
   store->Flush();
-  EXPECT_NE(metrics.Render().find("tachyon:cache_store_errors_total{store=\"redis\"}"), std::string::npos);
+  EXPECT_NE(metrics.Render().find("tachyon:cache_store_errors_total{store=\"redis\",reason=\""), std::string::npos);
   server_->Start();  // empty: no persistence
   EXPECT_TRUE(Eventually([&] { return store->available(); }));
   // Back: the cache read the store anew, so what the restarted Redis lost is gone here too.
@@ -103,19 +104,144 @@ TEST_F(RedisStoreTest, ARedisThatGoesAwayMakesTheCacheMissUntilItIsBack) {
   EXPECT_TRUE(cache.Find("k3", Clock::now()));
 }
 
-TEST(RedisUrlTest, HostPortAndDatabase) {
+TEST(RedisUrlTest, HostPortDatabaseUserPasswordAndTls) {
   RedisAddress a = *ParseRedisUrl("redis://10.0.0.2:7000/3");
   EXPECT_EQ(a.host, "10.0.0.2");
   EXPECT_EQ(a.port, 7000);
   EXPECT_EQ(a.db, 3);
+  EXPECT_TRUE(a.password.empty());
+  EXPECT_FALSE(a.tls);
   EXPECT_EQ(ParseRedisUrl("redis://").value().port, 6379);
   EXPECT_FALSE(ParseRedisUrl("redis://h:0").ok());
   EXPECT_FALSE(ParseRedisUrl("redis://h:1/x").ok());
   EXPECT_FALSE(ParseRedisUrl("http://h").ok());
+  // [[USER]:PASSWORD@], %-escapes decoded; an @ in the password must be escaped, a ':' may stay.
+  RedisAddress b = *ParseRedisUrl("rediss://app:p%40ss:w0rd@cache.internal:6380/2");
+  EXPECT_TRUE(b.tls);
+  EXPECT_EQ(b.user, "app");
+  EXPECT_EQ(b.password, "p@ss:w0rd");
+  EXPECT_EQ(b.host, "cache.internal");
+  EXPECT_EQ(b.port, 6380);
+  EXPECT_EQ(b.db, 2);
+  RedisAddress c = *ParseRedisUrl("redis://:secret@[::1]:7001");
+  EXPECT_TRUE(c.user.empty());
+  EXPECT_EQ(c.password, "secret");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 7001);
+  EXPECT_FALSE(ParseRedisUrl("redis://:bad%zz@h").ok());
+  // A password never reaches a log or an error message.
+  EXPECT_EQ(RedactRedisUrl("redis://app:s3cret@h:1/2"), "redis://app:***@h:1/2");
+  EXPECT_EQ(RedactRedisUrl("redis://:s3cret@h"), "redis://:***@h");
+  EXPECT_EQ(RedactRedisUrl("redis://h:1"), "redis://h:1");
+  EXPECT_EQ(ParseRedisUrl("redis://:s3cret@h:99999").status().message().find("s3cret"), std::string::npos);
   // Opening never fails for a Redis that is down: the store is unavailable.
   std::unique_ptr<RedisStore> down = *RedisStore::Open("redis://127.0.0.1:" + std::to_string(testing_util::FreePort()));
   EXPECT_FALSE(down->available());
   EXPECT_TRUE(down->Load(CacheTable::kExact, 0, 10)->empty());
+}
+
+
+TEST(RedisRetryTest, DoublesFromHalfASecondUpToThirty) {
+  EXPECT_EQ(RedisRetryDelaySeconds(0), 0);
+  EXPECT_EQ(RedisRetryDelaySeconds(1), 0.5);
+  EXPECT_EQ(RedisRetryDelaySeconds(2), 1.0);
+  EXPECT_EQ(RedisRetryDelaySeconds(4), 4.0);
+  EXPECT_EQ(RedisRetryDelaySeconds(7), 30.0);
+  EXPECT_EQ(RedisRetryDelaySeconds(1000), 30.0);
+}
+
+// The connections a Redis has accepted since it started (INFO stats).
+int64_t ConnectionsReceived(const RedisAddress& address) {
+  auto c = RedisConnection::Open(address, 1, 2);
+  if (!c.ok()) return -1;
+  RedisReplyPtr info = (*c)->Command({"INFO", "stats"});
+  const std::string text = RedisText(info.get());
+  const size_t at = text.find("total_connections_received:");
+  return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + 27);
+}
+
+// Issue 31, finding 6: a Redis that needs a password. Before, every command got
+// NOAUTH, and the reader looped connect -> "reachable again" -> load -> fail with no
+// pause: ~10k connections a second and a log growing ~1 MB/s.
+TEST(RedisAuthTest, APasswordInTheUrlOrFromOptionsAndAWrongOneBacksOff) {
+  if (std::system("command -v redis-server > /dev/null 2>&1") != 0) GTEST_SKIP() << "redis-server is not installed";
+  testing_util::RedisServer server(testing_util::FreePort(), {"--requirepass", "s3cret"});
+  const std::string with_password = "redis://:s3cret@127.0.0.1:" + std::to_string(server.port()) + "/1";
+  // The right password, in the URL and as an option: one replica's put reaches the other.
+  MetricsRegistry metrics;
+  std::shared_ptr<CacheStore> a = *RedisStore::Open(with_password, &metrics);
+  std::shared_ptr<CacheStore> b = *RedisStore::Open(server.url() + "/1", &metrics, {.password = "s3cret"});
+  ASSERT_TRUE(a->available());
+  ASSERT_TRUE(b->available());
+  ExactCache cache_a(100, 1 << 20, a), cache_b(100, 1 << 20, b);
+  cache_a.Put("k", {.text = "x", .finish_reason = "stop"}, Clock::now(), 60);
+  a->Flush();
+  EXPECT_TRUE(Eventually([&] { return cache_b.Find("k", Clock::now()).has_value(); }));
+  EXPECT_EQ(a->describe().find("s3cret"), std::string::npos) << a->describe();
+  // In database 1, as the URL says: database 0 holds nothing.
+  RedisAddress db0 = *ParseRedisUrl("redis://:s3cret@127.0.0.1:" + std::to_string(server.port()));
+  auto c = RedisConnection::Open(db0, 1, 2);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ((*c)->Command({"DBSIZE"})->integer, 0);
+
+  // No password, and a wrong one: unavailable, counted by reason, and the threads
+  // back off instead of spinning.
+  MetricsRegistry refused_metrics;
+  std::unique_ptr<RedisStore> none = *RedisStore::Open(server.url(), &refused_metrics);
+  std::unique_ptr<RedisStore> wrong = *RedisStore::Open(server.url(), &refused_metrics, {.password = "nope"});
+  EXPECT_FALSE(none->available());
+  EXPECT_FALSE(wrong->available());
+  EXPECT_TRUE(none->Load(CacheTable::kExact, 0, 10)->empty());
+  ExactCache refused_cache(100, 1 << 20, std::shared_ptr<CacheStore>(std::move(wrong)));
+  const int64_t before = ConnectionsReceived(db0);
+  for (int i = 0; i < 50; ++i) {
+    refused_cache.Put("w" + std::to_string(i), {.text = "x", .finish_reason = "stop"}, Clock::now(), 60);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const int64_t during = ConnectionsReceived(db0) - before;
+  // Two stores, a reader and a writer each, over 3 s of doubling pauses: a handful.
+  EXPECT_LT(during, 20) << "connections in 3 s while the password is refused";
+  const std::string text = refused_metrics.Render();
+  EXPECT_NE(text.find("tachyon:cache_store_errors_total{store=\"redis\",reason=\"noauth\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("tachyon:cache_store_errors_total{store=\"redis\",reason=\"wrongpass\"}"), std::string::npos) << text;
+}
+
+// rediss://: TLS through OpenSSL, the certificate checked against a CA file, or not
+// at all with verify_tls = false; a server the CA does not vouch for is refused.
+TEST(RedisTlsTest, RedissWithACaFileAndWithoutVerification) {
+  if (std::system("command -v redis-server > /dev/null 2>&1") != 0) GTEST_SKIP() << "redis-server is not installed";
+  if (std::system("command -v openssl > /dev/null 2>&1") != 0) GTEST_SKIP() << "the openssl tool is not installed";
+  const std::string dir = ::testing::TempDir() + "/tachyon_redis_tls_" + std::to_string(::getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  const std::string make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+                           "-addext subjectAltName=IP:127.0.0.1 -keyout " + dir + "/key.pem -out " + dir +
+                           "/cert.pem > /dev/null 2>&1 && openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+                           "-subj /CN=other -keyout " + dir + "/other-key.pem -out " + dir + "/other.pem > /dev/null 2>&1";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  testing_util::RedisServer server(testing_util::FreePort(),
+                                   {"--tls-cert-file", dir + "/cert.pem", "--tls-key-file", dir + "/key.pem",
+                                    "--tls-ca-cert-file", dir + "/cert.pem", "--tls-auth-clients", "no",
+                                    "--requirepass", "s3cret"},
+                                   /*tls=*/true);
+  const std::string url = "rediss://:s3cret@127.0.0.1:" + std::to_string(server.port());
+  std::shared_ptr<CacheStore> a = *RedisStore::Open(url, nullptr, {.ca_file = dir + "/cert.pem"});
+  std::shared_ptr<CacheStore> b = *RedisStore::Open(url, nullptr, {.verify_tls = false});
+  ASSERT_TRUE(a->available());
+  ASSERT_TRUE(b->available());
+  ExactCache cache_a(100, 1 << 20, a), cache_b(100, 1 << 20, b);
+  cache_a.Put("k", {.text = "over tls", .finish_reason = "stop"}, Clock::now(), 60);
+  a->Flush();
+  EXPECT_TRUE(Eventually([&] { return cache_b.Find("k", Clock::now()).has_value(); }));
+  // Another CA: refused, with the reason counted as tls.
+  MetricsRegistry metrics;
+  std::unique_ptr<RedisStore> untrusted = *RedisStore::Open(url, &metrics, {.ca_file = dir + "/other.pem"});
+  EXPECT_FALSE(untrusted->available());
+  EXPECT_NE(metrics.Render().find("reason=\"tls\""), std::string::npos);
+  // Plain TCP to a TLS port is not a Redis that answers.
+  std::unique_ptr<RedisStore> plain =
+      *RedisStore::Open("redis://127.0.0.1:" + std::to_string(server.port()), nullptr, {.password = "s3cret"});
+  EXPECT_FALSE(plain->available());
+  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

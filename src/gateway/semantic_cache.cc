@@ -39,9 +39,9 @@ bool MessageText(const nlohmann::json& content, std::string* out) {
 }  // namespace
 
 bool SemanticKey(const CompletionRequest& request, const std::string& route, const std::string& tenant,
-                 std::string* question, std::string* scope_text) {
+                 std::string* question, std::string* scope_text, bool keep_model) {
   if (!request.body.is_object()) return false;
-  nlohmann::json body = AnswerBody(request);
+  nlohmann::json body = AnswerBody(request, keep_model);
   if (request.endpoint == Endpoint::kChatCompletions) {
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) return false;
     nlohmann::json& last = body["messages"].back();
@@ -58,8 +58,8 @@ bool SemanticKey(const CompletionRequest& request, const std::string& route, con
   return true;
 }
 
-SemanticCache::SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db)
-    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {
+SemanticCache::SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db, Counter* dropped)
+    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)), dropped_(dropped) {
   if (db_) {
     db_->Subscribe(CacheTable::kSemantic,
                    [this](CacheTable, bool put, StoredEntry e) { OnStoreChange(put, std::move(e)); });
@@ -79,6 +79,10 @@ SemanticCache::~SemanticCache() {
 void SemanticCache::PutLater(SemanticEntry entry, double ttl_seconds) {
   {
     std::lock_guard<std::mutex> lock(puts_mutex_);
+    if (puts_.size() >= kMaxQueuedPuts) {
+      if (dropped_ != nullptr) dropped_->Add();
+      return;
+    }
     puts_.emplace_back(std::move(entry), ttl_seconds);
     if (!inserter_.joinable()) {
       inserter_ = std::thread([this] {
@@ -141,7 +145,6 @@ void SemanticCache::OnStoreChange(bool put, StoredEntry e) {
     if (auto it = by_key_.find(e.key); it != by_key_.end()) EraseLocked(it->second, false);
     return;
   }
-  if (e.vector.empty()) return;
   InsertLocked(FromStored(e, UnixTimeSeconds(), Clock::now()));
   EvictLocked();
 }
@@ -159,10 +162,29 @@ Status SemanticCache::Load() {
   return Status::Ok();
 }
 
+void SemanticCache::DropEmbedderLocked(const std::string& embedder) {
+  size_t n = 0;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    auto next = std::next(it);
+    if ((*it)->embedder == embedder) {
+      EraseLocked(it, true);
+      ++n;
+    }
+    it = next;
+  }
+  indexes_.erase(embedder);
+  std::fprintf(stderr, "tachyon: semantic cache: the embedder '%s' changed its dimension; %zu entries dropped\n",
+               embedder.c_str(), n);
+}
+
 void SemanticCache::InsertLocked(std::shared_ptr<SemanticEntry> e) {
+  if (e->vector.empty()) return;
+  if (auto it = indexes_.find(e->embedder);
+      it != indexes_.end() && it->second->dimension() != static_cast<int>(e->vector.size())) {
+    DropEmbedderLocked(e->embedder);  // the newer vector's dimension is the embedder's now
+  }
   std::unique_ptr<VectorIndex>& index = indexes_[e->embedder];
   if (!index) index = std::make_unique<VectorIndex>(static_cast<int>(e->vector.size()));
-  if (index->dimension() != static_cast<int>(e->vector.size())) return;  // another dimension under one id: refused
   if (auto old = by_key_.find(e->key); old != by_key_.end()) EraseLocked(old->second, false);
   e->id = next_id_++;
   e->bytes = EntryBytes(*e);
@@ -188,23 +210,28 @@ void SemanticCache::EvictLocked() {
 }
 
 std::vector<SemanticCache::Candidate> SemanticCache::Search(const std::string& embedder, const std::string& scope,
-                                                            const float* query, size_t k, Clock::time_point now) {
+                                                            std::span<const float> query, size_t k,
+                                                            Clock::time_point now) {
   std::vector<Candidate> out;
   if (db_ && !db_->available()) return out;  // a shared store is down: what others purged is unknown
   std::lock_guard<std::mutex> lock(mutex_);
   auto index = indexes_.find(embedder);
   if (index == indexes_.end()) return out;
+  const int dim = index->second->dimension();
+  if (static_cast<size_t>(dim) != query.size()) {
+    DropEmbedderLocked(embedder);
+    return out;
+  }
   // The index's cosines are approximate (int8 graph nodes): recomputed from the
   // entries' vectors, and the order with them, over twice the candidates asked.
-  const int dim = index->second->dimension();
-  for (const auto& [id, approximate] : index->second->Search(scope, query, 2 * k)) {
+  for (const auto& [id, approximate] : index->second->Search(scope, query.data(), 2 * k)) {
     auto it = by_id_.find(id);
     if (it == by_id_.end()) continue;
     if ((*it->second)->expires <= now) {
       EraseLocked(it->second, true);
       continue;
     }
-    out.push_back({*it->second, Dot(query, (*it->second)->vector.data(), dim)});
+    out.push_back({*it->second, Dot(query.data(), (*it->second)->vector.data(), dim)});
   }
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.similarity > b.similarity; });
   if (out.size() > k) out.resize(k);
@@ -323,7 +350,8 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
   const bool sampled = r.sampling.temperature > 0;
   std::string question, scope_text;
   if (HasCacheDirective(request.cache_control, "no-store") || (sampled && !options.sampled) || r.n != 1 ||
-      !SemanticKey(r, route_name, request.tenant, &question, &scope_text)) {
+      r.num_logprobs >= 0 ||
+      !SemanticKey(r, route_name, request.tenant, &question, &scope_text, options.key_model)) {
     result("bypass");
     return std::nullopt;
   }
@@ -345,8 +373,7 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
   }
   const Clock::time_point now = Clock::now();
   const std::vector<SemanticCache::Candidate> candidates =
-      store_->Search(request.semantic_embedder, request.semantic_scope, request.semantic_vector.data(), kCandidates,
-                     now);
+      store_->Search(request.semantic_embedder, request.semantic_scope, request.semantic_vector, kCandidates, now);
   const HitOptions& hit = options.hit;
   std::optional<SemanticCache::Candidate> chosen;
   for (const SemanticCache::Candidate& c : candidates) {

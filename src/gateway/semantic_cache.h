@@ -27,6 +27,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -44,8 +45,9 @@ namespace tachyon {
 // The text compared (the last user message, or a completion's prompt) and the
 // scope text of a request; false when the request has nothing to compare (the
 // last message is not the user's, or holds other than text).
+// keep_model: the client's model name is part of the scope (it reaches an upstream).
 bool SemanticKey(const CompletionRequest& request, const std::string& route, const std::string& tenant,
-                 std::string* question, std::string* scope_text);
+                 std::string* question, std::string* scope_text, bool keep_model = false);
 
 struct SemanticEntry {
   std::string key;  // the store's key: XXH3-128 of the scope and the question
@@ -60,7 +62,11 @@ struct SemanticEntry {
 class SemanticCache {
  public:
   // With a shared store, the other replicas' puts and deletes reach this cache.
-  SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr);
+  // `dropped` (may be null) counts answers PutLater turned away at kMaxQueuedPuts.
+  SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr,
+                Counter* dropped = nullptr);
+  // Answers waiting for the inserter at most; past it PutLater drops them (counted).
+  static constexpr size_t kMaxQueuedPuts = 4096;
   ~SemanticCache();
   SemanticCache(const SemanticCache&) = delete;
   SemanticCache& operator=(const SemanticCache&) = delete;
@@ -73,9 +79,11 @@ class SemanticCache {
     float similarity = 0;
   };
   // The k nearest live entries of the scope under the embedder, most similar
-  // first (expired ones are dropped on the way).
-  std::vector<Candidate> Search(const std::string& embedder, const std::string& scope, const float* query, size_t k,
-                                std::chrono::steady_clock::time_point now);
+  // first (expired ones are dropped on the way). A query of another dimension than
+  // the embedder's entries (a remote model changed under the same id) finds
+  // nothing, and those entries are dropped: they can never match again.
+  std::vector<Candidate> Search(const std::string& embedder, const std::string& scope, std::span<const float> query,
+                                size_t k, std::chrono::steady_clock::time_point now);
   // Marks the entry used (its LRU place).
   void Touch(const std::string& key);
   void Put(SemanticEntry entry, double ttl_seconds);
@@ -92,7 +100,10 @@ class SemanticCache {
 
  private:
   using Lru = std::list<std::shared_ptr<SemanticEntry>>;  // most recent first
+  // Invariant: every entry of an embedder id has its index's dimension; an entry
+  // of another dimension drops the id's entries and index (the newest wins).
   void InsertLocked(std::shared_ptr<SemanticEntry> e);
+  void DropEmbedderLocked(const std::string& embedder);
   void EraseLocked(Lru::iterator it, bool from_store);
   void EvictLocked();
   std::shared_ptr<SemanticEntry> FromStored(StoredEntry& stored, double unix_now,
@@ -111,7 +122,8 @@ class SemanticCache {
 
   std::mutex puts_mutex_;
   std::condition_variable puts_wake_, puts_idle_;
-  std::deque<std::pair<SemanticEntry, double>> puts_;  // guarded by puts_mutex_
+  std::deque<std::pair<SemanticEntry, double>> puts_;  // guarded by puts_mutex_; at most kMaxQueuedPuts
+  Counter* dropped_ = nullptr;
   bool putting_ = false, puts_stopping_ = false;       // guarded by puts_mutex_
   std::thread inserter_;                               // started by the first PutLater
 };
@@ -122,6 +134,7 @@ struct SemanticRouteOptions {
   HitOptions hit;
   double ttl_seconds = 3600;
   bool sampled = false;
+  bool key_model = false;  // as ExactCacheRouteOptions::key_model
 };
 
 class SemanticCacheStage : public Stage {

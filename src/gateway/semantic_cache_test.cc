@@ -243,7 +243,7 @@ TEST(SemanticCacheStoreTest, BoundsTtlPurgeAndRestart) {
     EXPECT_EQ(cache.entries(), 2u);  // "a" evicted (at most 2)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     // "short" is expired: dropped when found.
-    auto found = cache.Search("test", "s", c.data(), 4, Clock::now());
+    auto found = cache.Search("test", "s", c, 4, Clock::now());
     for (const auto& candidate : found) EXPECT_NE(candidate.entry->key, "short");
     EXPECT_EQ(cache.entries(), 1u);
     cache.Put(Entry("c", "s", c), 60);
@@ -252,17 +252,57 @@ TEST(SemanticCacheStoreTest, BoundsTtlPurgeAndRestart) {
   SemanticCache reopened(10, 1 << 20, *CacheDb::Open(path));
   ASSERT_TRUE(reopened.Load().ok());
   EXPECT_EQ(reopened.entries(), 2u);
-  auto top = reopened.Search("test", "s", b.data(), 1, Clock::now());
+  auto top = reopened.Search("test", "s", b, 1, Clock::now());
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].entry->key, "b");
   EXPECT_EQ(top[0].entry->answer.text, "answer b");
   EXPECT_NEAR(top[0].similarity, 1.0f, 1e-5);
-  EXPECT_TRUE(reopened.Search("test", "other scope", b.data(), 1, Clock::now()).empty());
-  EXPECT_TRUE(reopened.Search("other embedder", "s", b.data(), 1, Clock::now()).empty());
+  EXPECT_TRUE(reopened.Search("test", "other scope", b, 1, Clock::now()).empty());
+  EXPECT_TRUE(reopened.Search("other embedder", "s", b, 1, Clock::now()).empty());
   EXPECT_EQ(reopened.Purge("", "tenant-b"), 1u);
   EXPECT_EQ(reopened.entries(), 1u);
   EXPECT_EQ(reopened.Purge("chat"), 1u);
   EXPECT_EQ(reopened.entries(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+// A remote embedder that changed its model under the same id: stored vectors of
+// 16 dimensions, queries of 8. The query used to be read as 16 floats (past its
+// end) against every entry; now it finds nothing and the stale entries go.
+TEST(SemanticCacheStoreTest, AnotherDimensionUnderOneEmbedderIsAMissAndDropsTheOldEntries) {
+  const std::string dir = ::testing::TempDir() + "/tachyon_semantic_dim_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::mt19937 rng(9);
+  const std::vector<float> old_a = RandomUnit(rng, 16), old_b = RandomUnit(rng, 16);
+  {
+    std::shared_ptr<CacheDb> db = *CacheDb::Open(dir + "/cache.db");
+    SemanticCache cache(10, 1 << 20, db);
+    cache.Put(Entry("a", "s", old_a), 60);
+    cache.Put(Entry("b", "s", old_b), 60);
+    db->Flush();
+  }
+  // Restarted with the new model: the store's entries are of the old dimension.
+  std::shared_ptr<CacheDb> db = *CacheDb::Open(dir + "/cache.db");
+  SemanticCache cache(10, 1 << 20, db);
+  ASSERT_TRUE(cache.Load().ok());
+  ASSERT_EQ(cache.entries(), 2u);
+  const std::vector<float> query = RandomUnit(rng, 8);
+  EXPECT_TRUE(cache.Search("test", "s", query, 4, Clock::now()).empty());
+  EXPECT_EQ(cache.entries(), 0u) << "entries that can never match again are dropped";
+  // The new dimension's entries are found as usual.
+  cache.Put(Entry("new", "s", query), 60);
+  auto top = cache.Search("test", "s", query, 1, Clock::now());
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].entry->key, "new");
+  // An old-dimension entry arriving later (another replica not yet upgraded) takes
+  // over the id: the newest dimension wins, and a query of the other misses.
+  cache.Put(Entry("late", "s", old_a), 60);
+  EXPECT_EQ(cache.entries(), 1u);
+  EXPECT_TRUE(cache.Search("test", "s", query, 4, Clock::now()).empty());
+  db->Flush();
+  SemanticCache reopened(10, 1 << 20, *CacheDb::Open(dir + "/cache.db"));
+  ASSERT_TRUE(reopened.Load().ok());
+  EXPECT_EQ(reopened.entries(), 0u) << "the dropped entries were deleted from the store too";
   std::filesystem::remove_all(dir);
 }
 

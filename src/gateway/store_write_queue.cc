@@ -2,7 +2,18 @@
 
 namespace tachyon {
 
-StoreWriteQueue::StoreWriteQueue(size_t batch, ApplyFn apply) : batch_(batch), apply_(std::move(apply)) {
+Counter* QueueDropCounter(MetricsRegistry* metrics, const std::string& queue) {
+  if (metrics == nullptr) return nullptr;
+  return &metrics
+              ->AddCounter("tachyon:cache_queue_dropped_total",
+                           "Cache writes turned away because an in-process queue was full (store_write: the store's "
+                           "writer; semantic_insert: the semantic cache's index)",
+                           {"queue"})
+              .With({queue});
+}
+
+StoreWriteQueue::StoreWriteQueue(size_t batch, ApplyFn apply, Counter* dropped, size_t max_queued)
+    : batch_(batch), apply_(std::move(apply)), dropped_(dropped), max_queued_(max_queued) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -15,9 +26,16 @@ StoreWriteQueue::~StoreWriteQueue() {
   thread_.join();
 }
 
+bool StoreWriteQueue::Room(bool put) {
+  if (queue_.size() < (put ? max_queued_ : 4 * max_queued_)) return true;
+  if (dropped_ != nullptr) dropped_->Add();
+  return false;
+}
+
 void StoreWriteQueue::Put(CacheTable table, StoredEntry entry) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!Room(true)) return;
     queue_.push_back({table, true, std::move(entry)});
   }
   wake_.notify_one();
@@ -26,6 +44,7 @@ void StoreWriteQueue::Put(CacheTable table, StoredEntry entry) {
 void StoreWriteQueue::Delete(CacheTable table, std::string key) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!Room(false)) return;
     Op op{table, false, {}};
     op.entry.key = std::move(key);
     queue_.push_back(std::move(op));

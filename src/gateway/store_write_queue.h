@@ -11,8 +11,13 @@
 #include <vector>
 
 #include "gateway/cache_store.h"
+#include "obs/metrics.h"
 
 namespace tachyon {
+
+// What an in-process cache queue turned away at its bound:
+// tachyon:cache_queue_dropped_total{queue}; null without metrics.
+Counter* QueueDropCounter(MetricsRegistry* metrics, const std::string& queue);
 
 class StoreWriteQueue {
  public:
@@ -23,8 +28,14 @@ class StoreWriteQueue {
   };
   using ApplyFn = std::function<void(std::vector<Op>& batch)>;
 
+  // At most this many puts wait (a store slower than the answers it is given, or
+  // down): past it a put is dropped and counted; deletes (a key each) wait up to
+  // four times as many before they are dropped too.
+  static constexpr size_t kMaxQueued = 16384;
+
   // Starts the thread; `apply` gets up to `batch` ops at a time, in order.
-  StoreWriteQueue(size_t batch, ApplyFn apply);
+  // `dropped` (may be null) counts the ops turned away at the bound.
+  StoreWriteQueue(size_t batch, ApplyFn apply, Counter* dropped = nullptr, size_t max_queued = kMaxQueued);
   ~StoreWriteQueue();  // applies what is queued, then stops
 
   void Put(CacheTable table, StoredEntry entry);
@@ -37,8 +48,13 @@ class StoreWriteQueue {
 
  private:
   void Loop();
+  // False (and counted) when the queue is at its bound for this kind of op.
+  bool Room(bool put);
+
   const size_t batch_;
   const ApplyFn apply_;
+  Counter* const dropped_;
+  const size_t max_queued_;
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<Op> queue_;   // guarded by mutex_

@@ -210,31 +210,43 @@ struct HttpClient::Impl {
   std::vector<std::unique_ptr<asio::signal_set>> signals;
   std::unordered_map<std::string, std::vector<beast::tcp_stream>> idle;
   std::unordered_map<std::string, std::vector<std::unique_ptr<TlsStream>>> idle_tls;
-  std::unordered_map<std::string, tcp::resolver::results_type> resolved;
+  // A host's addresses, kept kResolvedSeconds at most and dropped when a connect
+  // to them fails, so an upstream that moves (a new IP behind its name) is found.
+  struct Resolved {
+    tcp::resolver::results_type endpoints;
+    std::chrono::steady_clock::time_point at;
+  };
+  static constexpr double kResolvedSeconds = 60;
+  std::unordered_map<std::string, Resolved> resolved;
   std::unordered_map<uint64_t, std::shared_ptr<ExchangeState>> exchanges;  // in progress, by id
   std::atomic<uint64_t> next_id{1};
   HttpClientStats stats;
 
   enum class Outcome { kRetry, kKeep, kClose };
 
-  // Resolves (once per host) and connects the TCP layer of a new stream.
+  // Resolves (at most once a minute per host, and after a failed connect) and
+  // connects the TCP layer of a new stream.
   asio::awaitable<Status> Connect(beast::tcp_stream& tcp_stream, const HttpClientRequest& r,
                                   std::chrono::steady_clock::time_point connect_deadline) {
     const std::string key = r.host + ":" + std::to_string(r.port);
     boost::system::error_code ec;
     tcp::resolver::results_type endpoints;
-    if (auto found = resolved.find(key); found != resolved.end()) {
-      endpoints = found->second;
+    const auto now = std::chrono::steady_clock::now();
+    if (auto found = resolved.find(key);
+        found != resolved.end() && now - found->second.at < std::chrono::duration<double>(kResolvedSeconds)) {
+      endpoints = found->second.endpoints;
     } else {
       tcp::resolver resolver(io);
       auto results = co_await resolver.async_resolve(r.host, std::to_string(r.port),
                                                      asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return UnavailableError("cannot resolve '" + r.host + "': " + ec.message());
-      resolved.emplace(key, results);
+      resolved[key] = Resolved{results, now};
+      ++stats.resolutions;
       endpoints = results;
     }
     tcp_stream.expires_at(connect_deadline);
     co_await tcp_stream.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) resolved.erase(key);  // the next connect asks the resolver again
     if (ec == beast::error::timeout) {
       co_return UnavailableError("cannot connect to " + key + ": no connection within the connect timeout");
     }

@@ -77,6 +77,7 @@ struct HttpClientStats {
   int64_t connections_opened = 0;
   int64_t connections_reused = 0;
   int64_t retries = 0;
+  int64_t resolutions = 0;  // name lookups (a host's addresses are kept a minute, or until a connect fails)
 };
 
 // The event loop of an HttpServer I/O thread, which clients may share: a client

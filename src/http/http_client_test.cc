@@ -121,6 +121,7 @@ TEST_F(HttpClientTest, KeepAliveConnectionIsReused) {
   for (const Exchange& x : e) EXPECT_TRUE(x.done.ok()) << x.done.ToString();
   EXPECT_EQ(client.stats().connections_opened, 1);
   EXPECT_EQ(client.stats().connections_reused, 4);
+  EXPECT_EQ(client.stats().resolutions, 1);
 }
 
 TEST_F(HttpClientTest, ManyConcurrentStreamsOnOneLoop) {
@@ -351,6 +352,13 @@ TEST(HttpClientErrorTest, RefusedConnectionIsUnavailable) {
   EXPECT_NE(e.done.message().find("cannot connect to 127.0.0.1:" + std::to_string(port)), std::string::npos)
       << e.done.message();
   EXPECT_EQ(e.status, 0);
+  // A failed connect forgets the addresses: the next request asks the resolver
+  // again (an upstream that moved behind its name is found; issue 31).
+  Exchange again;
+  client.Send({.host = "127.0.0.1", .port = port, .target = "/"}, Collect(&again));
+  client.Run();
+  EXPECT_EQ(again.done.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(client.stats().resolutions, 2);
 }
 
 TEST(HttpUrlTest, Parses) {

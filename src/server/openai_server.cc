@@ -97,7 +97,11 @@ class HttpSink : public GatewaySink {
       writer_->Respond(status, result.content_type, result.body, Headers(info));
     } else {
       status = result.error.http_status;
-      SendError(*writer_, result.error, Headers(info));
+      HttpHeaders headers = Headers(info);
+      if (result.retry_after_seconds >= 0) {
+        headers.emplace_back("retry-after", std::to_string(static_cast<int64_t>(result.retry_after_seconds)));
+      }
+      SendError(*writer_, result.error, std::move(headers));
     }
     if (access_log_) Log(result, info, status);
   }
@@ -180,13 +184,24 @@ class HttpSink : public GatewaySink {
 
 OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, MetricsRegistry* metrics,
                            WorkerPool* workers)
-    : options_(std::move(options)),
+    : options_(std::make_shared<const OpenAiServerOptions>(std::move(options))),
       gateway_(gateway),
       metrics_(metrics),
       workers_(workers),
       rejected_(&metrics->AddCounter("tachyon:request_rejected_total",
                                      "Requests refused before reaching a route (bad JSON, wrong key...)", {"kind"})),
       started_(UnixNow()) {}
+
+std::shared_ptr<const OpenAiServerOptions> OpenAiServer::Options() const {
+  std::lock_guard<std::mutex> lock(options_mutex_);
+  return options_;
+}
+
+void OpenAiServer::SetOptions(OpenAiServerOptions options) {
+  auto next = std::make_shared<const OpenAiServerOptions>(std::move(options));
+  std::lock_guard<std::mutex> lock(options_mutex_);
+  options_ = std::move(next);
+}
 
 std::string OpenAiServer::RequestId(const HttpRequest& request) {
   auto it = request.headers.find("x-request-id");
@@ -198,8 +213,9 @@ std::string OpenAiServer::RequestId(const HttpRequest& request) {
 void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
   const Clock::time_point arrival = Clock::now();
   const std::string path = request.target.substr(0, request.target.find('?'));
-  OriginPolicyOptions origins = options_.origins;
-  origins.has_api_key = !options_.api_key.empty();
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  OriginPolicyOptions origins = options->origins;
+  origins.has_api_key = !options->api_key.empty();
   const OriginVerdict verdict = CheckOrigin(origins, request);
   if (verdict.kind == OriginVerdict::Kind::kRefuse) {
     rejected_->With({verdict.code}).Add();
@@ -224,9 +240,9 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     HandleCacheAdmin(request, q == std::string::npos ? "" : request.target.substr(q + 1), *writer);
     return;
   }
-  if (!options_.api_key.empty()) {
+  if (!options->api_key.empty()) {
     auto it = request.headers.find("authorization");
-    if (it == request.headers.end() || !BearerMatches(it->second, options_.api_key)) {
+    if (it == request.headers.end() || !BearerMatches(it->second, options->api_key)) {
       rejected_->With({"invalid_api_key"}).Add();
       SendError(*writer, {401, "missing or wrong API key (Authorization: Bearer ...)", "authentication_error", "",
                           "invalid_api_key"});
@@ -286,26 +302,28 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
   if (auto it = http.headers.find("cache-control"); it != http.headers.end()) {
     for (char c : it->second) g.cache_control += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
-  if (options_.pause_unsent_bytes > 0) {
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  if (options->pause_unsent_bytes > 0) {
     std::weak_ptr<ResponseWriter> weak = writer;
-    g.output_blocked = [weak, limit = options_.pause_unsent_bytes] {
+    g.output_blocked = [weak, limit = options->pause_unsent_bytes] {
       std::shared_ptr<ResponseWriter> w = weak.lock();
       return w != nullptr && w->unsent_bytes() > limit;
     };
   }
-  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options_.access_log);
+  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
 }
 
 void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {
-  if (options_.admin_key.empty()) {
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  if (options->admin_key.empty()) {
     SendError(writer, {403, "the cache admin routes need an admin key (--admin-key or [server] admin_key_env)",
                        "permission_error", "", "no_admin_key"});
     return;
   }
   auto it = request.headers.find("authorization");
-  if (it == request.headers.end() || !BearerMatches(it->second, options_.admin_key)) {
+  if (it == request.headers.end() || !BearerMatches(it->second, options->admin_key)) {
     rejected_->With({"invalid_admin_key"}).Add();
     SendError(writer, {401, "missing or wrong admin key (Authorization: Bearer ...)", "authentication_error", "",
                        "invalid_api_key"});
@@ -388,7 +406,7 @@ void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWr
     SendError(*writer, *error, {{"x-request-id", request_id}});
     return;
   }
-  const bool access_log = options_.access_log;
+  const bool access_log = Options()->access_log;
   const std::string model = backend->model_name(), backend_name = backend->name();
   // The gateway stays alive until the answer is written (a reload may replace it meanwhile).
   CancelFn cancel = backend->Handle(

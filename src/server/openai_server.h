@@ -66,6 +66,10 @@ class OpenAiServer {
   // The HttpServer's handler (on an I/O thread).
   void Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer);
 
+  // Replaces the keys, origin policy and access log at once (a SIGHUP reload): a
+  // request reads one set of options from its start to its end, the old or the new.
+  void SetOptions(OpenAiServerOptions options);
+
  private:
   void HandleCompletion(HttpRequest request, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
                         std::chrono::steady_clock::time_point arrival);
@@ -73,8 +77,10 @@ class OpenAiServer {
   void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
                         std::chrono::steady_clock::time_point arrival);
   std::string RequestId(const HttpRequest& request);
+  std::shared_ptr<const OpenAiServerOptions> Options() const;
 
-  OpenAiServerOptions options_;
+  mutable std::mutex options_mutex_;
+  std::shared_ptr<const OpenAiServerOptions> options_;  // replaced whole, never changed in place
   GatewayHolder* gateway_;
   MetricsRegistry* metrics_;
   WorkerPool* workers_;

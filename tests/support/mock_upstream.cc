@@ -10,7 +10,12 @@
 //   --gap-ms G          one chunk every G ms on a timer (added latency per chunk);
 //   --first-byte-ms D   the response head D ms after the request (a slow upstream);
 //   --status S          every completion answered S with an OpenAI error body (500: a failing upstream);
-//   --hang              requests are read and never answered (a stuck upstream).
+//   --hang              requests are read and never answered (a stuck upstream);
+//   --retry-after S     with --status: a Retry-After: S header on the error;
+//   --answer KIND       chat answers of another shape: tool_call (one call to get_weather, ended with
+//                       finish_reason "stop" as OpenAI ends a named tool_choice), reasoning (a
+//                       reasoning_content "SECRET-THOUGHT" before the content), echo_model (the content
+//                       is " model=NAME", the model the request named).
 // One thread, Asio coroutines, HTTP/1.1 keep-alive; no Beast parser on purpose.
 
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>.
@@ -38,6 +43,8 @@ struct Options {
   int first_byte_ms = 0;
   int status = 200;
   bool hang = false;
+  int retry_after = -1;
+  std::string answer = "text";
 };
 Options options;
 
@@ -78,11 +85,60 @@ std::string Whole(int status, const std::string& type, const std::string& body) 
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: keep-alive\r\n\r\n" + body;
 }
 
-std::string WholeAnswer(bool chat, int n) {
+// The string value of `"key":"` in a JSON body (no escapes), or "".
+std::string StringField(const std::string& body, const char* key) {
+  const std::string k = std::string("\"") + key + "\":\"";
+  const size_t at = body.find(k);
+  if (at == std::string::npos) return "";
+  const size_t end = body.find('"', at + k.size());
+  return end == std::string::npos ? "" : body.substr(at + k.size(), end - at - k.size());
+}
+
+constexpr const char* kToolCall =
+    "{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+    "\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}";
+
+std::string ChatEvent(const std::string& delta, const char* reason) {
+  return Chunk("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\","
+               "\"choices\":[{\"index\":0,\"delta\":" + delta + ",\"logprobs\":null,\"finish_reason\":" + reason +
+               "}]}\n\n");
+}
+
+// A streamed chat answer of one of the --answer shapes other than text.
+std::string ShapedStream(const std::string& model, int n) {
+  std::string out = kStreamHead;
+  if (options.answer == "tool_call") {
+    out += ChatEvent(std::string("{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[") + kToolCall + "]}", "null");
+    out += ChatEvent("{}", "\"stop\"");
+  } else if (options.answer == "reasoning") {
+    out += ChatEvent("{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"SECRET-THOUGHT\"}", "null");
+    for (int i = 0; i < n; ++i) out += ChatEvent("{\"content\":\" tok\"}", i + 1 == n ? "\"stop\"" : "null");
+  } else {  // echo_model
+    out += ChatEvent("{\"role\":\"assistant\",\"content\":\" model=" + model + "\"}", "\"stop\"");
+  }
+  return out + Tail(n);
+}
+
+// The message of a whole chat answer of one of the --answer shapes other than text.
+std::string ShapedMessage(const std::string& model, int n) {
+  if (options.answer == "tool_call") {
+    return std::string("{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[") + kToolCall + "]}";
+  }
+  if (options.answer == "reasoning") {
+    std::string text;
+    for (int i = 0; i < n; ++i) text += " tok";
+    return "{\"role\":\"assistant\",\"content\":\"" + text + "\",\"reasoning_content\":\"SECRET-THOUGHT\"}";
+  }
+  return "{\"role\":\"assistant\",\"content\":\" model=" + model + "\"}";
+}
+
+std::string WholeAnswer(bool chat, int n, const std::string& model = "") {
   std::string text;
   for (int i = 0; i < n; ++i) text += " tok";
-  const std::string choice = chat ? "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" + text +
-                                        "\"},\"finish_reason\":\"stop\"}"
+  const std::string message = chat && options.answer != "text"
+                                  ? ShapedMessage(model, n)
+                                  : "{\"role\":\"assistant\",\"content\":\"" + text + "\"}";
+  const std::string choice = chat ? "{\"index\":0,\"message\":" + message + ",\"finish_reason\":\"stop\"}"
                                   : "{\"index\":0,\"text\":\"" + text + "\",\"finish_reason\":\"stop\"}";
   return Whole(200, "application/json",
                std::string("{\"id\":\"cmpl-1\",\"object\":\"") + (chat ? "chat.completion" : "text_completion") +
@@ -143,18 +199,28 @@ asio::awaitable<void> Session(tcp::socket socket) {
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
     if (options.status != 200) {
-      const std::string error = Whole(options.status, "application/json",
-                                      "{\"error\":{\"message\":\"mock upstream failure\",\"type\":\"server_error\","
-                                      "\"param\":null,\"code\":null}}");
+      std::string error = Whole(options.status, "application/json",
+                                "{\"error\":{\"message\":\"mock upstream failure\",\"type\":\"server_error\","
+                                "\"param\":null,\"code\":null}}");
+      if (options.retry_after >= 0) {
+        error.insert(error.find("\r\n") + 2, "Retry-After: " + std::to_string(options.retry_after) + "\r\n");
+      }
       co_await asio::async_write(socket, asio::buffer(error), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       continue;
     }
     const bool chat = head.find("/chat/completions") != std::string::npos;
     const int n = static_cast<int>(std::max(1L, Field(body, "max_tokens", 16)));
+    const std::string model = StringField(body, "model");
     if (!Streams(body)) {
-      const std::string whole = WholeAnswer(chat, n);
+      const std::string whole = WholeAnswer(chat, n, model);
       co_await asio::async_write(socket, asio::buffer(whole), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      continue;
+    }
+    if (chat && options.answer != "text") {
+      const std::string response = ShapedStream(model, n);
+      co_await asio::async_write(socket, asio::buffer(response), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       continue;
     }
@@ -207,6 +273,15 @@ int main(int argc, char** argv) {
       options.status = value();
     } else if (std::strcmp(argv[i], "--hang") == 0) {
       options.hang = true;
+    } else if (std::strcmp(argv[i], "--retry-after") == 0) {
+      options.retry_after = value();
+    } else if (std::strcmp(argv[i], "--answer") == 0 && i + 1 < argc) {
+      options.answer = argv[++i];
+      if (options.answer != "text" && options.answer != "tool_call" && options.answer != "reasoning" &&
+          options.answer != "echo_model") {
+        std::fprintf(stderr, "mock_upstream: --answer must be text, tool_call, reasoning or echo_model\n");
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "mock_upstream: unknown flag %s (see the comment at the top of mock_upstream.cc)\n", argv[i]);
       return 2;

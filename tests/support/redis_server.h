@@ -12,6 +12,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace tachyon::testing_util {
 
@@ -29,14 +30,25 @@ inline int FreePort() {
 
 class RedisServer {
  public:
-  explicit RedisServer(int port) : port_(port) { Start(); }
+  // extra: more redis-server flags ("--requirepass", "s3cret"); tls: the port is a
+  // TLS port (extra then names the certificate files) and plain TCP is off.
+  explicit RedisServer(int port, std::vector<std::string> extra = {}, bool tls = false)
+      : port_(port), extra_(std::move(extra)), tls_(tls) {
+    Start();
+  }
   ~RedisServer() { Stop(); }
   void Start() {
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string port = std::to_string(port_);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
+      std::vector<std::string> args = {"redis-server", "--port", tls_ ? "0" : port, "--bind", "127.0.0.1",
+                                       "--save", "", "--appendonly", "no", "--loglevel", "warning"};
+      if (tls_) args.insert(args.end(), {"--tls-port", port});
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp("redis-server", argv.data());
       ::_exit(127);
     }
     // Up when it answers.
@@ -58,10 +70,13 @@ class RedisServer {
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return std::string(tls_ ? "rediss" : "redis") + "://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
 
  private:
   int port_;
+  std::vector<std::string> extra_;
+  bool tls_ = false;
   pid_t pid_ = -1;
 };
 

@@ -88,7 +88,11 @@ nlohmann::json AnswerBody(const CompletionRequest& request, bool keep_model) {
 
 std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const std::string& route,
                          const std::string& tenant) {
-  return route + "\n" + tenant + "\n" + (endpoint == Endpoint::kChatCompletions ? "chat" : "completions") + "\n" +
+  // The scheme's version first: entries a store kept from before issue 31 (which could
+  // hold a tool call stored as "" or a model's reasoning) are never found again; they
+  // expire and are pruned.
+  return std::string(kCacheKeyVersion) + "\n" + route + "\n" + tenant + "\n" +
+         (endpoint == Endpoint::kChatCompletions ? "chat" : "completions") + "\n" +
          body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

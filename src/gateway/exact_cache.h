@@ -56,7 +56,9 @@ bool HasCacheDirective(const std::string& cache_control, std::string_view direct
 // The request body as it bears on the answer: canonical, without stream,
 // stream_options, user and (unless keep_model: the name reaches an upstream) model.
 nlohmann::json AnswerBody(const CompletionRequest& request, bool keep_model = false);
-// The text a cache key is the hash of: route, tenant, endpoint and a canonical body.
+// The key scheme's version: a change of what keys mean, or of what may be stored, raises it.
+inline constexpr std::string_view kCacheKeyVersion = "v2";
+// The text a cache key is the hash of: the version, route, tenant, endpoint and a canonical body.
 std::string CacheKeyText(const nlohmann::json& body, Endpoint endpoint, const std::string& route,
                          const std::string& tenant);
 // A cache key: XXH3-128 of the text, in hex.

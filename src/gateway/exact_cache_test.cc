@@ -59,6 +59,8 @@ TEST(ExactCacheKeyTest, EverythingThatChangesTheAnswerAndNothingElse) {
   EXPECT_EQ(ExactCacheKeyText(Parse(mini), "chat", ""), ExactCacheKeyText(Parse(o4), "chat", ""));
   EXPECT_NE(ExactCacheKeyText(Parse(mini), "chat", "", true), ExactCacheKeyText(Parse(o4), "chat", "", true));
   EXPECT_EQ(ExactCacheKeyText(Parse(mini), "chat", "", true), ExactCacheKeyText(Parse(mini), "chat", "", true));
+  // The scheme's version leads: what a store kept under the old scheme is never found.
+  EXPECT_EQ(base.rfind(std::string(kCacheKeyVersion) + "\n", 0), 0u) << base;
 }
 
 TEST(ExactCacheStoreTest, LruByEntriesAndBytesAndTtl) {

@@ -221,6 +221,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
                                 .access_log = !flags.no_access_log,
                                 .pause_unsent_bytes = flags.max_unsent_bytes / 4},
                      .workers = flags.workers};
+  out.server.origins.listen_host = out.http.host;
   if (config == nullptr) return out;
   const ServerConfig& s = config->server;
   HttpServerOptions& http = out.http;
@@ -390,7 +391,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                "demo model) and an --embedding-model beside it, or the backends and routes of --config FILE.toml "
                "(local engines, embedding models and OpenAI-compatible upstreams)");
   cmd->add_option("--config", flags->config,
-                  "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it. "
+                  "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it "
+                  "(routes, backends, caches, [server] keys, origins and hosts; host, port, threads, limits and "
+                  "timeouts take a restart). "
                   "The engine flags below (--served-model-name to --request-timeout but --max-body-bytes) are "
                   "--model's: a config sets them per [[backend]]");
   cmd->add_option("--model", flags->model, "GGUF model to serve (default: the built-in demo model)");

@@ -2,7 +2,9 @@
 // fuzzer with -max_len 4096 can never write a body of 10^5 levels (issue 31: one of
 // ~200 KB overflowed a worker's stack), so this one reads its input as a recipe:
 //
-//   bytes 0-2   depth, 0 .. 2^21 - 1 (up to ~2 million levels)
+//   bytes 0-2   depth: with byte 2's top bit clear, byte 0 and byte 1's low bit
+//               (0 .. 511: around the bound, where values are walked); with it set,
+//               bytes 0-2's low 21 bits (up to ~2 million levels)
 //   byte 3      where the deep value goes: an unknown field, a tool's parameters,
 //               response_format's schema, a message's content parts, a tool call's
 //               arguments string, a completion's prompt, an embeddings input
@@ -39,7 +41,7 @@ constexpr std::string_view kTemplate =
 
 const ChatTemplate& Template() {
   static const ChatTemplate* t = [] {
-    StatusOr<ChatTemplate> made = ChatTemplate::FromJinja(kTemplate, "", "");
+    StatusOr<ChatTemplate> made = ChatTemplate::FromJinja(kTemplate, "", "", /*strip_leading_bos=*/false);
     if (!made.ok()) std::abort();
     return new ChatTemplate(std::move(made).value());
   }();
@@ -88,7 +90,9 @@ void Walk(const CompletionRequest& r) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 5) return 0;
-  const size_t depth = (size_t{data[0]} | size_t{data[1]} << 8 | size_t{data[2]} << 16) & 0x1FFFFF;
+  const size_t depth = (data[2] & 0x80) != 0
+                           ? (size_t{data[0]} | size_t{data[1]} << 8 | size_t{data[2]} << 16) & 0x1FFFFF
+                           : size_t{data[0]} | size_t{data[1] & 1u} << 8;
   const uint8_t where = data[3] % 7;
   const std::string deep =
       Nest(depth, data[4], std::string_view(reinterpret_cast<const char*>(data) + 5, size - 5));

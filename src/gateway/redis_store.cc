@@ -135,11 +135,15 @@ std::unique_ptr<RedisConnection> RedisStore::Connect(double timeout_seconds, std
 void RedisStore::Failed(const std::string& reason, const std::string& message, bool down) {
   if (down) available_ = false;
   if (errors_ != nullptr) errors_->With({"redis", reason}).Add();
+  // One state for every way of not reaching the server (a read that failed, then
+  // connects refused, is one outage); each kind of refusal is a state of its own.
+  const bool unreachable = reason == "connect" || reason == "read" || reason == "write";
+  const std::string state = unreachable ? "unreachable" : reason;
   std::lock_guard<std::mutex> lock(log_mutex_);
-  if (failing_reason_ != reason) {
+  if (failing_reason_ != state) {
     std::fprintf(stderr, "tachyon: cache store %s: %s (%s); the caches miss until it works again\n",
                  describe().c_str(), message.c_str(), reason.c_str());
-    failing_reason_ = reason;
+    failing_reason_ = state;
   }
 }
 

@@ -97,7 +97,7 @@ class RedisStore : public CacheStore {
   std::string last_id_;                          // the reader's place in the log
 
   std::mutex log_mutex_;
-  std::string failing_reason_;  // guarded by log_mutex_: "" while the store works
+  std::string failing_reason_;  // guarded by log_mutex_: the failing state logged ("unreachable", "wrongpass", ...); "" while the store works
 };
 
 }  // namespace tachyon

@@ -83,7 +83,8 @@ TEST_F(ReliabilityE2eTest, AMillionLevelsDeepBodyIsRefusedOnGatewayRoutes) {
                        "[[route]]\nmodel = \"plain\"\nbackends = [\"up\"]\n"
                        "[[route]]\nmodel = \"exact\"\nbackends = [\"up\"]\nexact_cache = true\n"
                        "[[route]]\nmodel = \"semantic\"\nbackends = [\"up\"]\n"
-                       "semantic_cache = { embedder = \"hash\", threshold = 0.93 }\n");
+                       "semantic_cache = { embedder = \"hash\", threshold = 0.93 }\n"
+                       "[cache]\nstore = \"memory\"\n");
   ServerProcess gateway({"--config", config});
   ASSERT_TRUE(gateway.started());
   const std::string url = gateway.url() + "/v1/chat/completions";
@@ -138,11 +139,13 @@ std::string CacheStatus(const std::string& answer) {
   return at == std::string::npos ? "" : answer.substr(at + 17, answer.find("\r\n", at) - at - 17);
 }
 
-// Two routes over one upstream: one exact-cached, one semantic-cached.
+// Two routes over one upstream: one exact-cached, one semantic-cached, in memory
+// (the default store is a file in the working directory, which other tests share).
 std::string CachedRoutes(const ServerProcess& up, const std::string& extra_route_keys = "") {
   return Backend("up", up) + "[[route]]\nmodel = \"exact\"\nbackends = [\"up\"]\nexact_cache = true\n" +
          extra_route_keys + "[[route]]\nmodel = \"semantic\"\nbackends = [\"up\"]\n" +
-         "semantic_cache = { embedder = \"hash\", threshold = 0.93 }\n" + extra_route_keys;
+         "semantic_cache = { embedder = \"hash\", threshold = 0.93 }\n" + extra_route_keys +
+         "[cache]\nstore = \"memory\"\n";
 }
 
 std::string Question(const std::string& route, bool stream, const std::string& model = "") {

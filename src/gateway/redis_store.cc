@@ -371,7 +371,10 @@ void RedisStore::ReaderLoop() {
       fail(r ? RedisErrorReason(r.get()) : "read", "XREAD: " + (r ? Text(r.get()) : std::string("the connection closed")));
       continue;
     }
-    if (!available_) continue;  // a write failed meanwhile: reconnect the caches above
+    if (!available_) {  // a write or the caches' reload failed meanwhile: read the store anew, after a pause
+      Pause(RedisRetryDelaySeconds(++failures));
+      continue;
+    }
     failures = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) continue;  // nil: nothing new within the block
     const redisReply* stream = r->element[0];

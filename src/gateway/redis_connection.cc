@@ -107,7 +107,8 @@ std::string RedisText(const redisReply* r) {
 
 std::string RedisErrorReason(const redisReply* r) {
   if (r == nullptr || r->type != REDIS_REPLY_ERROR) return "";
-  std::string word = RedisText(r).substr(0, RedisText(r).find(' '));
+  const std::string text = RedisText(r);
+  std::string word = text.substr(0, text.find(' '));
   for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const bool plain = !word.empty() && word.size() <= 16 &&
                      std::all_of(word.begin(), word.end(), [](char c) { return c >= 'a' && c <= 'z'; });
@@ -131,11 +132,8 @@ StatusOr<RedisAddress> ParseRedisUrl(const std::string& url) {
     const size_t colon = userinfo.find(':');
     const bool ok = PercentDecode(userinfo.substr(0, colon), &a.user) &&
                     (colon == std::string::npos || PercentDecode(userinfo.substr(colon + 1), &a.password));
+    // USER@ alone names the user (its password may come from password_env).
     if (!ok) return InvalidArgumentError("a broken %-escape in the user or password of " + RedactRedisUrl(url));
-    if (colon == std::string::npos) {  // redis://PASSWORD@HOST, as some clients write it
-      a.password = a.user;
-      a.user.clear();
-    }
   }
   if (const size_t slash = rest.find('/'); slash != std::string::npos) {
     const std::string db = rest.substr(slash + 1);

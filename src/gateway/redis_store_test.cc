@@ -129,6 +129,9 @@ TEST(RedisUrlTest, HostPortDatabaseUserPasswordAndTls) {
   EXPECT_EQ(c.host, "::1");
   EXPECT_EQ(c.port, 7001);
   EXPECT_FALSE(ParseRedisUrl("redis://:bad%zz@h").ok());
+  RedisAddress d = *ParseRedisUrl("redis://app@h");  // a user alone: the password comes from password_env
+  EXPECT_EQ(d.user, "app");
+  EXPECT_TRUE(d.password.empty());
   // A password never reaches a log or an error message.
   EXPECT_EQ(RedactRedisUrl("redis://app:s3cret@h:1/2"), "redis://app:***@h:1/2");
   EXPECT_EQ(RedactRedisUrl("redis://:s3cret@h"), "redis://:***@h");

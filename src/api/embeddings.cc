@@ -23,8 +23,8 @@ bool TokenIdOf(const nlohmann::json& v, int64_t* out) {
 }
 
 std::variant<EmbeddingRequest, ApiError> Parse(std::string_view body) {
-  if (JsonNestsDeeperThan(body)) return TooDeepError();
   nlohmann::json j = ParseJson(body);
+  if (j.is_discarded() && JsonNestsDeeperThan(body)) return TooDeepError();
   if (j.is_discarded()) return Invalid("the request body is not valid JSON", "");
   if (!j.is_object()) return Invalid("the request body must be a JSON object", "");
   EmbeddingRequest r;

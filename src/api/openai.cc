@@ -263,9 +263,9 @@ ApiError TooDeepError() {
 }
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view text, Endpoint endpoint) {
-  if (JsonNestsDeeperThan(text)) return TooDeepError();
   bool repeated_keys = true;
-  json body = ParseJson(text, &repeated_keys);
+  json body = ParseJson(text, &repeated_keys);  // scans the depth once; refused past the bound
+  if (body.is_discarded() && JsonNestsDeeperThan(text)) return TooDeepError();  // which refusal: the error path only
   // Every read below checks the type first; this is the net under them, so that
   // no request can make the parser throw past its caller.
   try {

@@ -53,7 +53,6 @@ struct LocalBackend::Job {
   int64_t num_prompt = 0;
   int64_t num_generated = 0;
   int64_t num_cached = 0;
-  std::string full_text;               // not streamed: the whole completion
   std::vector<LogprobEntry> logprobs;  // not streamed: all; streamed: since the last chunk
   int64_t text_offset = 0;             // bytes of completion text before `logprobs`
   bool sent_first = false;
@@ -63,7 +62,7 @@ struct LocalBackend::Job {
   enum class Tools { kOff, kAuto, kNamed, kRequired };
   Tools tools = Tools::kOff;
   ToolCallSyntax syntax = ToolCallSyntax::kJson;
-  std::string answer;   // with tools: the whole answer so far
+  std::string answer;   // the completion's text so far
   size_t streamed = 0;  // bytes of `answer` sent as content
 
   void ToolChunk(const std::vector<ToolCall>& calls) {
@@ -130,7 +129,6 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
   StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(b->model_->file());
   if (!tokenizer.ok()) return InvalidArgumentError(path + ": " + tokenizer.status().message());
   b->tokenizer_ = std::move(tokenizer).value();
-  const ModelConfig& c = b->model_->config();
 
   StatusOr<ChatTemplate> chat = ChatTemplate::ForModel(b->model_->file(), options.chat_template);
   if (chat.ok()) {
@@ -143,42 +141,7 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
     b->chat_disabled_reason_ = chat.status().message();
   }
 
-  b->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : std::min<int64_t>(c.context_length, 4096);
-  if (b->max_model_len_ > c.context_length) {
-    return InvalidArgumentError("max_model_len " + std::to_string(b->max_model_len_) +
-                                " exceeds the model's context length " + std::to_string(c.context_length));
-  }
-  ASSIGN_OR_RETURN(KvType kv_type, ParseKvType(options.kv_cache_dtype, c));
-  if (options.block_size < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
-    return InvalidArgumentError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1");
-  }
-  // KV blocks: from kv_cache_memory, else enough for max_num_seqs full-length sequences, at most 2 GiB.
-  b->bytes_per_block_ = KvBuffer::BlockBytes(c, options.block_size, kv_type);
-  uint64_t kv_bytes = options.kv_cache_memory;
-  if (kv_bytes == 0) {
-    const uint64_t full = static_cast<uint64_t>((b->max_model_len_ + options.block_size - 1) / options.block_size) *
-                          options.max_num_seqs * b->bytes_per_block_;
-    kv_bytes = std::min<uint64_t>(full, 2ull << 30);
-  }
-  b->num_blocks_ = static_cast<int>(kv_bytes / b->bytes_per_block_);
-  if (b->num_blocks_ * static_cast<int64_t>(options.block_size) < b->max_model_len_) {
-    return InvalidArgumentError("kv_cache_memory holds " +
-                                std::to_string(b->num_blocks_ * static_cast<int64_t>(options.block_size)) +
-                                " tokens, fewer than max_model_len " + std::to_string(b->max_model_len_));
-  }
-  EngineOptions engine{.kv = {.num_blocks = b->num_blocks_, .block_size = options.block_size,
-                              .enable_prefix_caching = options.prefix_caching},
-                       .scheduler = {.max_num_batched_tokens = options.max_num_batched_tokens,
-                                     .max_num_seqs = options.max_num_seqs, .max_model_len = b->max_model_len_},
-                       .num_threads = std::max(1, options.threads),
-                       .kv_type = kv_type};
-  if (options.num_speculative_tokens < 1 || options.num_speculative_tokens > 32) {
-    return InvalidArgumentError("num_speculative_tokens must be from 1 to 32");
-  }
-  if (options.speculative_max_batch < 1) return InvalidArgumentError("speculative_max_batch must be at least 1");
-  ASSIGN_OR_RETURN(engine.speculative,
-                   ParseSpeculativeMode(options.speculative, {.num_tokens = options.num_speculative_tokens,
-                                                              .max_batch = options.speculative_max_batch}));
+  ASSIGN_OR_RETURN(EngineOptions engine, b->SizeEngine());
   ASSIGN_OR_RETURN(std::unique_ptr<Proposer> proposer,
                    MakeProposer(engine, b->tokenizer_->vocab()));
   b->loop_ = std::make_unique<EngineLoop>(
@@ -186,15 +149,65 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
   b->model_name_ = !options.served_model_name.empty() ? options.served_model_name
                                                       : std::filesystem::path(path).stem().string();
 
-  b->metrics_ = metrics;
-  const std::vector<std::string> labels = {b->model_name_, options.name};
-  b->prompt_tokens_ = &metrics->AddCounter("tachyon:prompt_tokens_total", "Prompt tokens of finished requests",
-                                           {"model_name", "backend"}).With(labels);
-  b->generation_tokens_ = &metrics->AddCounter("tachyon:generation_tokens_total", "Tokens generated",
-                                               {"model_name", "backend"}).With(labels);
-  b->queue_time_ = &metrics->AddHistogram("tachyon:request_queue_time_seconds",
-                                          "From submission to the engine step that first computes the request",
-                                          {"model_name", "backend"}).With(labels);
+  b->RegisterMetrics(metrics, engine.speculative);
+  return b;
+}
+
+// The engine's limits and KV blocks from the options and the model: blocks
+// from kv_cache_memory, else enough for max_num_seqs full-length sequences, at
+// most 2 GiB.
+StatusOr<EngineOptions> LocalBackend::SizeEngine() {
+  const ModelConfig& c = model_->config();
+  max_model_len_ = options_.max_model_len > 0 ? options_.max_model_len : std::min<int64_t>(c.context_length, 4096);
+  if (max_model_len_ > c.context_length) {
+    return InvalidArgumentError("max_model_len " + std::to_string(max_model_len_) +
+                                " exceeds the model's context length " + std::to_string(c.context_length));
+  }
+  ASSIGN_OR_RETURN(KvType kv_type, ParseKvType(options_.kv_cache_dtype, c));
+  if (options_.block_size < 1 || options_.max_num_seqs < 1 || options_.max_num_batched_tokens < 1) {
+    return InvalidArgumentError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1");
+  }
+  bytes_per_block_ = KvBuffer::BlockBytes(c, options_.block_size, kv_type);
+  uint64_t kv_bytes = options_.kv_cache_memory;
+  if (kv_bytes == 0) {
+    const uint64_t full = static_cast<uint64_t>((max_model_len_ + options_.block_size - 1) / options_.block_size) *
+                          options_.max_num_seqs * bytes_per_block_;
+    kv_bytes = std::min<uint64_t>(full, 2ull << 30);
+  }
+  num_blocks_ = static_cast<int>(kv_bytes / bytes_per_block_);
+  if (num_blocks_ * static_cast<int64_t>(options_.block_size) < max_model_len_) {
+    return InvalidArgumentError("kv_cache_memory holds " +
+                                std::to_string(num_blocks_ * static_cast<int64_t>(options_.block_size)) +
+                                " tokens, fewer than max_model_len " + std::to_string(max_model_len_));
+  }
+  EngineOptions engine{.kv = {.num_blocks = num_blocks_, .block_size = options_.block_size,
+                              .enable_prefix_caching = options_.prefix_caching},
+                       .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
+                                     .max_num_seqs = options_.max_num_seqs, .max_model_len = max_model_len_},
+                       .num_threads = std::max(1, options_.threads),
+                       .kv_type = kv_type};
+  if (options_.num_speculative_tokens < 1 || options_.num_speculative_tokens > 32) {
+    return InvalidArgumentError("num_speculative_tokens must be from 1 to 32");
+  }
+  if (options_.speculative_max_batch < 1) return InvalidArgumentError("speculative_max_batch must be at least 1");
+  ASSIGN_OR_RETURN(engine.speculative,
+                   ParseSpeculativeMode(options_.speculative, {.num_tokens = options_.num_speculative_tokens,
+                                                               .max_batch = options_.speculative_max_batch}));
+  return engine;
+}
+
+// The request counters and histograms, and a collector that copies the
+// engine's own figures (batch, KV, prefix cache, speculative decoding) at each scrape.
+void LocalBackend::RegisterMetrics(MetricsRegistry* metrics, const SpeculativeOptions& speculative) {
+  metrics_ = metrics;
+  const std::vector<std::string> labels = {model_name_, options_.name};
+  prompt_tokens_ = &metrics->AddCounter("tachyon:prompt_tokens_total", "Prompt tokens of finished requests",
+                                        {"model_name", "backend"}).With(labels);
+  generation_tokens_ = &metrics->AddCounter("tachyon:generation_tokens_total", "Tokens generated",
+                                            {"model_name", "backend"}).With(labels);
+  queue_time_ = &metrics->AddHistogram("tachyon:request_queue_time_seconds",
+                                       "From submission to the engine step that first computes the request",
+                                       {"model_name", "backend"}).With(labels);
   Counter* queries = &metrics->AddCounter("tachyon:prefix_cache_queries_total",
                                           "Prompt tokens looked up in the prefix cache", {"model_name", "backend"})
                           .With(labels);
@@ -225,13 +238,13 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
       "tachyon:spec_decode_num_accepted_tokens_per_pos",
       "Proposals whose token at this position (0 = first proposed) was accepted", {"model_name", "backend", "position"});
   std::vector<Counter*> spec_positions;
-  if (engine.speculative.mode != SpeculativeMode::kOff) {
-    for (int i = 0; i < engine.speculative.num_tokens; ++i) {
-      spec_positions.push_back(&per_position.With({b->model_name_, options.name, std::to_string(i)}));
+  if (speculative.mode != SpeculativeMode::kOff) {
+    for (int i = 0; i < speculative.num_tokens; ++i) {
+      spec_positions.push_back(&per_position.With({model_name_, options_.name, std::to_string(i)}));
     }
   }
-  EngineLoop* loop = b->loop_.get();
-  b->collector_id_ = metrics->AddCollector([=] {
+  EngineLoop* loop = loop_.get();
+  collector_id_ = metrics->AddCollector([=] {
     const EngineStats s = loop->Stats();
     spec_drafts->Set(static_cast<double>(s.speculative.num_drafts));
     spec_draft_tokens->Set(static_cast<double>(s.speculative.num_draft_tokens));
@@ -247,7 +260,6 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
     waiting->Set(s.num_waiting);
     kv->Set(s.kv_usage);
   });
-  return b;
 }
 
 LocalBackend::~LocalBackend() {
@@ -326,89 +338,103 @@ StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::ToolGrammarFor(const Comp
   return Masker("tools:" + schema.dump(), &schema);
 }
 
-CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
-  const CompletionRequest& r = *request.request;
+// Admission, on the calling thread: every refusal that needs no engine, then
+// the prompt's tokens, then the limits that need them.
+std::variant<LocalBackend::Admitted, ApiError> LocalBackend::Admit(const CompletionRequest& r) {
   const bool chat = r.endpoint == Endpoint::kChatCompletions;
-  auto refuse = [&](const ApiError& error) {
-    sink->OnDone(Refusal(error));
-    return CancelFn([] {});
-  };
-  if (!loop_) return refuse({503, "the server is shutting down", "service_unavailable", "", "shutting_down"});
-  if (r.n != 1) return refuse(Invalid("this backend answers 'n' = 1 only", "n"));
-  if (r.has_non_text_parts) {
-    return refuse(Invalid("this model reads text only; the message has other content parts", "messages"));
-  }
+  if (!loop_) return ApiError{503, "the server is shutting down", "service_unavailable", "", "shutting_down"};
+  if (r.n != 1) return Invalid("this backend answers 'n' = 1 only", "n");
+  if (r.has_non_text_parts) return Invalid("this model reads text only; the message has other content parts", "messages");
   // A forced tool call is constrained to a valid call; otherwise the answer
   // may follow response_format.
   const bool forced = chat && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction);
   StatusOr<std::shared_ptr<GrammarMasker>> grammar = forced ? ToolGrammarFor(r) : GrammarFor(r.response_format);
-  if (!grammar.ok()) return refuse(Invalid(grammar.status().message(), forced ? "tools" : "response_format"));
-  // Cheap bounds before any rendering or encoding: n bytes of text are at least
-  // n / max_token_bytes tokens, and every message renders to at least one token.
+  if (!grammar.ok()) return Invalid(grammar.status().message(), forced ? "tools" : "response_format");
+  if (std::optional<ApiError> error = CheckTextSize(r)) return *error;
+  std::variant<std::vector<TokenId>, ApiError> encoded = EncodePrompt(r);
+  if (ApiError* error = std::get_if<ApiError>(&encoded)) return *error;
+  Admitted admitted{.prompt = std::move(std::get<std::vector<TokenId>>(encoded)), .grammar = *grammar};
+  const int64_t num_prompt = static_cast<int64_t>(admitted.prompt.size());
+  if (num_prompt == 0) return Invalid("the prompt is empty", "prompt");
+  if (num_prompt >= max_model_len_) {
+    return Invalid("the prompt has " + std::to_string(num_prompt) + " tokens; this server's maximum model length is " +
+                       std::to_string(max_model_len_) + " tokens (prompt + completion)",
+                   chat ? "messages" : "prompt", "context_length_exceeded");
+  }
+  const int64_t room = max_model_len_ - num_prompt;
+  admitted.max_tokens = r.max_tokens.value_or(chat ? room : 16);
+  if (admitted.max_tokens > room) {
+    return Invalid("max_tokens " + std::to_string(admitted.max_tokens) + " plus the prompt's " +
+                       std::to_string(num_prompt) + " tokens exceeds the maximum model length of " +
+                       std::to_string(max_model_len_),
+                   "max_tokens", "context_length_exceeded");
+  }
+  if (loop_->num_in_flight() >= options_.max_queue) {
+    return ApiError{429, "the server is at its limit of " + std::to_string(options_.max_queue) +
+                             " requests in flight (--max-queue); retry later",
+                    "rate_limit_error", "", "server_busy"};
+  }
+  return admitted;
+}
+
+// Cheap bounds before any rendering or encoding: n bytes of text are at least
+// n / max_token_bytes tokens, and every message renders to at least one token.
+std::optional<ApiError> LocalBackend::CheckTextSize(const CompletionRequest& r) const {
+  const bool chat = r.endpoint == Endpoint::kChatCompletions;
   const uint64_t max_text_bytes = static_cast<uint64_t>(max_model_len_) * tokenizer_->max_token_bytes();
   uint64_t text_bytes = 0;
   if (chat) {
     if (r.messages.size() > static_cast<uint64_t>(max_model_len_)) {
-      return refuse(Invalid(std::to_string(r.messages.size()) + " messages cannot fit in this server's maximum "
-                                "model length of " + std::to_string(max_model_len_) + " tokens",
-                            "messages", "context_length_exceeded"));
+      return Invalid(std::to_string(r.messages.size()) + " messages cannot fit in this server's maximum "
+                         "model length of " + std::to_string(max_model_len_) + " tokens",
+                     "messages", "context_length_exceeded");
     }
     for (const ChatMessage& m : r.messages) text_bytes += m.content.size();
   } else if (!r.prompt_is_ids) {
     text_bytes = r.prompt.size();
   }
-  if (text_bytes > max_text_bytes) {
-    return refuse(Invalid("the prompt has " + std::to_string(text_bytes) + " bytes of text, more than fit in this "
-                              "server's maximum model length of " + std::to_string(max_model_len_) +
-                              " tokens (a token here stands for at most " +
-                              std::to_string(tokenizer_->max_token_bytes()) + " bytes)",
-                          chat ? "messages" : "prompt", "context_length_exceeded"));
-  }
-  std::vector<TokenId> prompt;
-  if (chat) {
-    if (!chat_template_) {
-      return refuse(Invalid("the model has no chat template (" + chat_disabled_reason_ +
-                                "); start the server with --chat-template NAME",
-                            "messages"));
-    }
-    // Control tokens come from the template's markup only: a message's "<|im_end|>" is text.
-    std::vector<std::pair<size_t, size_t>> content;
-    StatusOr<std::string> text = chat_template_->Render(r.messages, true, &content, &r.tools);
-    if (!text.ok()) return refuse(Invalid(text.status().message(), "messages"));
-    prompt = tokenizer_->Encode(*text, {.add_special = true, .parse_special = true, .literal_ranges = content});
-  } else if (r.prompt_is_ids) {
-    prompt = r.prompt_ids;
-  } else {
-    prompt = tokenizer_->Encode(r.prompt, {.add_special = true});
-  }
-  const int64_t num_prompt = static_cast<int64_t>(prompt.size());
-  if (num_prompt == 0) return refuse(Invalid("the prompt is empty", "prompt"));
-  if (num_prompt >= max_model_len_) {
-    return refuse(Invalid("the prompt has " + std::to_string(num_prompt) +
-                              " tokens; this server's maximum model length is " + std::to_string(max_model_len_) +
-                              " tokens (prompt + completion)",
-                          chat ? "messages" : "prompt", "context_length_exceeded"));
-  }
-  const int64_t room = max_model_len_ - num_prompt;
-  const int64_t max_tokens = r.max_tokens.value_or(chat ? room : 16);
-  if (max_tokens > room) {
-    return refuse(Invalid("max_tokens " + std::to_string(max_tokens) + " plus the prompt's " +
-                              std::to_string(num_prompt) + " tokens exceeds the maximum model length of " +
-                              std::to_string(max_model_len_),
-                          "max_tokens", "context_length_exceeded"));
-  }
-  if (loop_->num_in_flight() >= options_.max_queue) {
-    return refuse({429, "the server is at its limit of " + std::to_string(options_.max_queue) +
-                            " requests in flight (--max-queue); retry later",
-                   "rate_limit_error", "", "server_busy"});
-  }
+  if (text_bytes <= max_text_bytes) return std::nullopt;
+  return Invalid("the prompt has " + std::to_string(text_bytes) + " bytes of text, more than fit in this "
+                     "server's maximum model length of " + std::to_string(max_model_len_) +
+                     " tokens (a token here stands for at most " + std::to_string(tokenizer_->max_token_bytes()) +
+                     " bytes)",
+                 chat ? "messages" : "prompt", "context_length_exceeded");
+}
 
+std::variant<std::vector<TokenId>, ApiError> LocalBackend::EncodePrompt(const CompletionRequest& r) const {
+  if (r.endpoint != Endpoint::kChatCompletions) {
+    if (r.prompt_is_ids) return r.prompt_ids;
+    return tokenizer_->Encode(r.prompt, {.add_special = true});
+  }
+  if (!chat_template_) {
+    return Invalid("the model has no chat template (" + chat_disabled_reason_ +
+                       "); start the server with --chat-template NAME",
+                   "messages");
+  }
+  // Control tokens come from the template's markup only: a message's "<|im_end|>" is text.
+  std::vector<std::pair<size_t, size_t>> content;
+  StatusOr<std::string> text = chat_template_->Render(r.messages, true, &content, &r.tools);
+  if (!text.ok()) return Invalid(text.status().message(), "messages");
+  return tokenizer_->Encode(*text, {.add_special = true, .parse_special = true, .literal_ranges = content});
+}
+
+CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
+  std::variant<Admitted, ApiError> admitted = Admit(*request.request);
+  if (ApiError* error = std::get_if<ApiError>(&admitted)) {
+    sink->OnDone(Refusal(*error));
+    return [] {};
+  }
+  return Submit(std::move(request), std::move(sink), std::move(std::get<Admitted>(admitted)));
+}
+
+CancelFn LocalBackend::Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted) {
+  const CompletionRequest& r = *request.request;
   auto job = std::make_shared<Job>();
   job->seq = SeqId(next_seq_++);
-  job->num_prompt = num_prompt;
+  job->num_prompt = static_cast<int64_t>(admitted.prompt.size());
   job->sink = std::move(sink);
   job->text = std::make_unique<TextStream>(*tokenizer_, r.stop);
-  if (chat) {
+  if (r.endpoint == Endpoint::kChatCompletions) {
     job->syntax = tool_syntax_;
     job->tools = r.tool_choice == ToolChoice::kAuto       ? Job::Tools::kAuto
                  : r.tool_choice == ToolChoice::kFunction ? Job::Tools::kNamed
@@ -416,13 +442,13 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
                                                           : Job::Tools::kOff;
   }
   Request engine_request{.id = job->seq,
-                         .prompt = std::move(prompt),
+                         .prompt = std::move(admitted.prompt),
                          .sampling = ToEngine(r.sampling),
-                         .max_tokens = max_tokens,
+                         .max_tokens = admitted.max_tokens,
                          .ignore_eos = r.ignore_eos,
                          .num_logprobs = r.num_logprobs,
                          .speculative = r.speculative,
-                         .grammar = *grammar};
+                         .grammar = std::move(admitted.grammar)};
   if (options_.request_timeout_seconds > 0) {
     engine_request.deadline = request.arrival + std::chrono::microseconds(
                                                     static_cast<int64_t>(options_.request_timeout_seconds * 1e6));
@@ -430,130 +456,131 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
   // A stream pauses while its client is behind (the sequence keeps its blocks).
   EngineLoop::BlockedFn blocked = r.stream ? request.output_blocked : nullptr;
   job->request = std::move(request);
+  loop_->Submit(
+      std::move(engine_request),
+      [this, job](const RequestOutput* out, const Status& status) { OnEngineOutput(*job, out, status); },
+      std::move(blocked));
   EngineLoop* loop = loop_.get();
-  const Tokenizer* tokenizer = tokenizer_.get();
-  const double timeout = options_.request_timeout_seconds;
-  loop_->Submit(std::move(engine_request), [this, job, loop, tokenizer, timeout](const RequestOutput* out,
-                                                                               const Status& status) {
-    if (job->done.load()) return;
-    const CompletionRequest& r = job->r();
-    if (!status.ok()) {
-      job->done = true;
-      job->sink->OnDone(Refusal(Invalid(status.message(), "")));
-      return;
+  return [loop, job] { Cancel(loop, *job); };
+}
+
+// The engine callback, on the engine thread: one branch per event.
+void LocalBackend::OnEngineOutput(Job& job, const RequestOutput* out, const Status& status) {
+  if (job.done.load()) return;  // cancelled, or already answered
+  if (!status.ok()) return OnError(job, status);
+  if (out->finish_reason == FinishReason::kTimeout) return OnTimeout(job);
+  if (out->queue_seconds >= 0) queue_time_->Observe(out->queue_seconds);
+  job.num_cached = out->num_cached_tokens;
+  bool stopped = false;
+  const std::string text = OnTokens(job, *out, &stopped);
+  const FinishReason reason = stopped ? FinishReason::kStop : out->finish_reason;
+  if (stopped && out->finish_reason == FinishReason::kNone) loop_->Cancel(job.seq);
+  job.answer += text;
+  if (reason == FinishReason::kNone) return OnProgress(job, text);
+  Finish(job, reason, stopped);
+}
+
+void LocalBackend::OnError(Job& job, const Status& status) {
+  job.done = true;
+  job.sink->OnDone(Refusal(Invalid(status.message(), "")));
+}
+
+void LocalBackend::OnTimeout(Job& job) {
+  job.done = true;
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", options_.request_timeout_seconds);
+  const ApiError error{504, std::string("the request did not finish within --request-timeout (") + seconds + " s)",
+                       "timeout_error", "", "request_timeout"};
+  BackendResult result = Refusal(error);
+  result.error_kind = "timeout";
+  if (job.sent_first) result.kind = BackendResult::Kind::kBroken;
+  job.sink->OnDone(std::move(result));
+}
+
+// The text of an output's new tokens (with their logprobs when asked). An
+// output carries several tokens when a speculative proposal was accepted; a
+// stop string ends it wherever it falls (*stopped).
+std::string LocalBackend::OnTokens(Job& job, const RequestOutput& out, bool* stopped) {
+  const bool want_logprobs = job.r().num_logprobs >= 0;
+  std::string text;
+  for (size_t i = 0; i < out.new_tokens.size(); ++i) {
+    const TokenId t = out.new_tokens[i];
+    if (want_logprobs && i < out.logprobs.size()) {
+      LogprobEntry entry{tokenizer_->TokenToPiece(t), out.logprobs[i].logprob, {}};
+      for (const auto& [id, lp] : out.logprobs[i].top) entry.top.emplace_back(tokenizer_->TokenToPiece(id), lp);
+      job.logprobs.push_back(std::move(entry));
     }
-    if (out->finish_reason == FinishReason::kTimeout) {
-      job->done = true;
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g", timeout);
-      const ApiError error{504, std::string("the request did not finish within --request-timeout (") + seconds + " s)",
-                           "timeout_error", "", "request_timeout"};
-      BackendResult result = Refusal(error);
-      result.error_kind = "timeout";
-      if (job->sent_first) result.kind = BackendResult::Kind::kBroken;
-      job->sink->OnDone(std::move(result));
-      return;
+    ++job.num_generated;
+    // The end-of-generation token itself is not text.
+    if (out.finish_reason == FinishReason::kStop && t == out.new_tokens.back() &&
+        tokenizer_->vocab().IsEndOfGeneration(t)) {
+      continue;
     }
-    if (out->queue_seconds >= 0) queue_time_->Observe(out->queue_seconds);
-    job->num_cached = out->num_cached_tokens;
-    const bool want_logprobs = r.num_logprobs >= 0;
-    std::string text;
-    bool stopped = false;
-    // An output carries several tokens when a speculative proposal was accepted;
-    // a stop string ends it wherever it falls.
-    for (size_t i = 0; i < out->new_tokens.size(); ++i) {
-      const TokenId t = out->new_tokens[i];
-      if (want_logprobs && i < out->logprobs.size()) {
-        LogprobEntry entry{tokenizer->TokenToPiece(t), out->logprobs[i].logprob, {}};
-        for (const auto& [id, lp] : out->logprobs[i].top) entry.top.emplace_back(tokenizer->TokenToPiece(id), lp);
-        job->logprobs.push_back(std::move(entry));
-      }
-      ++job->num_generated;
-      // The end-of-generation token itself is not text.
-      if (out->finish_reason == FinishReason::kStop && t == out->new_tokens.back() &&
-          tokenizer->vocab().IsEndOfGeneration(t)) {
-        continue;
-      }
-      text += job->text->Add(t, &stopped);
-      if (stopped) break;
-    }
-    const FinishReason reason = stopped ? FinishReason::kStop : out->finish_reason;
-    if (stopped && out->finish_reason == FinishReason::kNone) loop->Cancel(job->seq);
-    if (job->tools != Job::Tools::kOff) {
-      job->answer += text;
-      if (reason == FinishReason::kNone) {
-        // Content streams up to where a call may begin; the rest waits for the end.
-        const size_t hold = job->tools == Job::Tools::kAuto && r.stream
-                                ? ToolCallHoldFrom(job->syntax, job->answer)
-                                : 0;
-        if (hold > job->streamed) {
-          job->Chunk(job->answer.substr(job->streamed, hold - job->streamed), "");
-          job->streamed = hold;
-        }
-        return;
-      }
-      job->done = true;
-      if (!stopped) job->answer += job->text->Finish();
-      prompt_tokens_->Add(static_cast<double>(job->num_prompt));
-      generation_tokens_->Add(static_cast<double>(job->num_generated));
-      std::string content;
-      const std::vector<ToolCall> calls = job->ReadCalls(&content);
-      BackendResult result =
-          job->Result(!calls.empty() && reason == FinishReason::kStop ? "tool_calls" : FinishName(reason));
-      if (r.stream) {
-        // What content is left: the part of the answer's text not yet sent.
-        const std::string sent = job->answer.substr(0, job->streamed);
-        if (content.compare(0, sent.size(), sent) == 0 && content.size() > sent.size()) {
-          job->Chunk(content.substr(sent.size()), "");
-        }
-        if (!calls.empty()) job->ToolChunk(calls);
-        job->Chunk("", result.finish_reason);
-        if (r.include_usage) {
-          job->sink->OnChunk({UsageChunkBody(r.endpoint, job->request.id, job->request.created,
-                                             job->request.model_name, result.usage),
-                              "", ""});
-        }
-      } else {
-        result.body = CompletionBody(r.endpoint, job->request.id, job->request.created, job->request.model_name,
-                                     content, result.finish_reason, result.usage,
-                                     want_logprobs ? &job->logprobs : nullptr, &calls);
-      }
-      job->sink->OnDone(std::move(result));
-      return;
-    }
-    if (reason == FinishReason::kNone) {
-      if (!r.stream) {
-        job->full_text += text;
-      } else if (!text.empty() || !job->logprobs.empty()) {
-        job->Chunk(text, "");
-      }
-      return;
-    }
-    // Finished.
-    job->done = true;
-    if (!stopped) text += job->text->Finish();
-    prompt_tokens_->Add(static_cast<double>(job->num_prompt));
-    generation_tokens_->Add(static_cast<double>(job->num_generated));
-    BackendResult result = job->Result(FinishName(reason));
-    if (r.stream) {
-      job->Chunk(text, result.finish_reason);
-      if (r.include_usage) {
-        BackendChunk usage{UsageChunkBody(r.endpoint, job->request.id, job->request.created,
-                                          job->request.model_name, result.usage),
-                           "", ""};
-        job->sink->OnChunk(std::move(usage));
-      }
-    } else {
-      result.body = CompletionBody(r.endpoint, job->request.id, job->request.created, job->request.model_name,
-                                   job->full_text + text, result.finish_reason, result.usage,
-                                   want_logprobs ? &job->logprobs : nullptr);
-    }
-    job->sink->OnDone(std::move(result));
-  }, std::move(blocked));
-  return [loop, job] {
-    job->done = true;
-    loop->Cancel(job->seq);
-  };
+    text += job.text->Add(t, stopped);
+    if (*stopped) break;
+  }
+  return text;
+}
+
+// Unfinished: a stream sends what it may. Plain text goes at once; with tools,
+// content streams up to where a call may begin and the rest waits for the end.
+void LocalBackend::OnProgress(Job& job, const std::string& text) {
+  if (!job.r().stream) return;
+  if (job.tools == Job::Tools::kOff) {
+    if (!text.empty() || !job.logprobs.empty()) job.Chunk(text, "");
+    job.streamed = job.answer.size();
+    return;
+  }
+  const size_t hold = job.tools == Job::Tools::kAuto ? ToolCallHoldFrom(job.syntax, job.answer) : 0;
+  if (hold > job.streamed) {
+    job.Chunk(job.answer.substr(job.streamed, hold - job.streamed), "");
+    job.streamed = hold;
+  }
+}
+
+// The one finish path: the answer read for tool calls, then what is left of it
+// streamed (or the whole body), the usage chunk, and the result.
+void LocalBackend::Finish(Job& job, FinishReason reason, bool stopped) {
+  const CompletionRequest& r = job.r();
+  job.done = true;
+  if (!stopped) job.answer += job.text->Finish();
+  prompt_tokens_->Add(static_cast<double>(job.num_prompt));
+  generation_tokens_->Add(static_cast<double>(job.num_generated));
+  std::string content = job.answer;
+  std::vector<ToolCall> calls;
+  if (job.tools != Job::Tools::kOff) calls = job.ReadCalls(&content);
+  BackendResult result =
+      job.Result(!calls.empty() && reason == FinishReason::kStop ? "tool_calls" : FinishName(reason));
+  if (!r.stream) {
+    result.body = CompletionBody(r.endpoint, job.request.id, job.request.created, job.request.model_name, content,
+                                 result.finish_reason, result.usage, r.num_logprobs >= 0 ? &job.logprobs : nullptr,
+                                 &calls);
+    job.sink->OnDone(std::move(result));
+    return;
+  }
+  // What content is left: the part of the answer's text not yet sent.
+  const std::string_view sent(job.answer.data(), job.streamed);
+  std::string rest;
+  if (content.compare(0, sent.size(), sent) == 0 && content.size() > sent.size()) rest = content.substr(sent.size());
+  if (job.tools == Job::Tools::kOff) {
+    job.Chunk(rest, result.finish_reason);
+  } else {
+    if (!rest.empty()) job.Chunk(rest, "");
+    if (!calls.empty()) job.ToolChunk(calls);
+    job.Chunk("", result.finish_reason);
+  }
+  if (r.include_usage) {
+    job.sink->OnChunk(
+        {UsageChunkBody(r.endpoint, job.request.id, job.request.created, job.request.model_name, result.usage), "",
+         ""});
+  }
+  job.sink->OnDone(std::move(result));
+}
+
+// The client went away: nothing more is sent, and the sequence's blocks are freed.
+void LocalBackend::Cancel(EngineLoop* loop, Job& job) {
+  job.done = true;
+  loop->Cancel(job.seq);
 }
 
 }  // namespace tachyon

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "backend/backend.h"
 #include "api/tool_calls.h"
@@ -79,6 +81,31 @@ class LocalBackend : public Backend {
   // of the tools (an array of them when parallel calls are allowed).
   StatusOr<std::shared_ptr<GrammarMasker>> ToolGrammarFor(const CompletionRequest& r);
   StatusOr<std::shared_ptr<GrammarMasker>> Masker(const std::string& key, const nlohmann::ordered_json* schema);
+
+  // Create's steps.
+  StatusOr<EngineOptions> SizeEngine();
+  void RegisterMetrics(MetricsRegistry* metrics, const SpeculativeOptions& speculative);
+
+  // Start's steps. Admission (on the calling thread): the request's limits,
+  // its grammar and its prompt's tokens, or the refusal.
+  struct Admitted {
+    std::vector<TokenId> prompt;
+    int64_t max_tokens = 0;
+    std::shared_ptr<GrammarMasker> grammar;
+  };
+  std::variant<Admitted, ApiError> Admit(const CompletionRequest& r);
+  std::optional<ApiError> CheckTextSize(const CompletionRequest& r) const;
+  std::variant<std::vector<TokenId>, ApiError> EncodePrompt(const CompletionRequest& r) const;
+  // Submission: the call's Job, handed to the engine with OnEngineOutput as its callback.
+  CancelFn Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted);
+  // The engine callback (engine thread), one function per event.
+  void OnEngineOutput(Job& job, const RequestOutput* out, const Status& status);
+  void OnError(Job& job, const Status& status);
+  void OnTimeout(Job& job);
+  std::string OnTokens(Job& job, const RequestOutput& out, bool* stopped);
+  void OnProgress(Job& job, const std::string& text);
+  void Finish(Job& job, FinishReason reason, bool stopped);
+  static void Cancel(EngineLoop* loop, Job& job);
 
   LocalBackendOptions options_;
   std::string model_name_;

@@ -54,6 +54,194 @@ std::pair<std::string, std::vector<const ChatMessage*>> SplitSystem(
   return {system, rest};
 }
 
+// A built-in family's prompt as it is written: markup appended as is, a
+// message's text appended with its range noted in *content.
+struct PromptWriter {
+  std::string out;
+  std::vector<std::pair<size_t, size_t>>* content = nullptr;
+
+  void Text(std::string_view t) {
+    if (content != nullptr && !t.empty()) content->emplace_back(out.size(), out.size() + t.size());
+    out.append(t);
+  }
+  // Parts (text, is a message's) joined, trimmed as one string when `trim`;
+  // only the messages' bytes that remain are content.
+  void Pieces(std::initializer_list<std::pair<std::string_view, bool>> parts, bool trim) {
+    std::string whole;
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (const auto& [t, is_message] : parts) {
+      if (is_message && !t.empty()) spans.emplace_back(whole.size(), whole.size() + t.size());
+      whole.append(t);
+    }
+    size_t begin = 0, end = whole.size();
+    if (trim) {
+      const char* kSpace = " \t\n\r\f\v";
+      begin = whole.find_first_not_of(kSpace);
+      end = begin == std::string::npos ? 0 : whole.find_last_not_of(kSpace) + 1;
+      if (begin == std::string::npos) begin = 0;
+    }
+    const size_t base = out.size();
+    out.append(whole, begin, end - begin);
+    for (auto [b, e] : spans) {
+      b = std::max(b, begin);
+      e = std::min(e, end);
+      if (content != nullptr && b < e) content->emplace_back(base + b - begin, base + e - begin);
+    }
+  }
+};
+
+void WriteChatml(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                 const std::string& default_system) {
+  if (!default_system.empty() && messages[0].role != "system") {
+    w.out += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
+  }
+  for (const ChatMessage& m : messages) {
+    w.out += "<|im_start|>" + m.role + "\n";
+    w.Text(m.content);
+    w.out += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) w.out += "<|im_start|>assistant\n";
+}
+
+void WriteLlama3(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  for (const ChatMessage& m : messages) {
+    std::string role = m.role == "tool" ? "ipython" : m.role;  // Llama 3.1 names tool results ipython
+    w.out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n";
+    w.Text(Trim(m.content));
+    w.out += "<|eot_id|>";
+  }
+  if (add_generation_prompt) w.out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+void WriteLlama2(PromptWriter& w, const std::vector<ChatMessage>& messages, bool) {
+  bool has_system = false;
+  auto [system, rest] = SplitSystem(messages, &has_system);
+  // The first turn carries the system message inside <<SYS>> markup; the whole
+  // turn is trimmed as one string.
+  const std::string& system_text = system;  // a lambda may not capture a structured binding
+  auto turn = [&](const ChatMessage& m, bool with_system) {
+    if (with_system) {
+      w.Pieces({{"<<SYS>>\n", false}, {system_text, true}, {"\n<</SYS>>\n\n", false}, {m.content, true}}, true);
+    } else {
+      w.Pieces({{m.content, true}}, true);
+    }
+  };
+  bool first_turn = true;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const ChatMessage& m = *rest[i];
+    if (m.role == "assistant") {
+      w.out += " ";
+      turn(m, i == 0 && has_system);
+      w.out += " </s>";
+    } else {
+      w.out += (first_turn ? "" : "<s>") + std::string("[INST] ");
+      turn(m, i == 0 && has_system);
+      w.out += " [/INST]";
+      first_turn = false;
+    }
+  }
+}
+
+void WriteMistral(PromptWriter& w, const std::vector<ChatMessage>& messages, bool) {
+  bool has_system = false;
+  auto [system, rest] = SplitSystem(messages, &has_system);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const ChatMessage& m = *rest[i];
+    const bool with_system = i == 0 && has_system;
+    if (m.role != "assistant") w.out += "[INST] ";
+    w.Pieces({{with_system ? std::string_view(system) : "", true}, {with_system ? "\n\n" : "", false},
+            {m.content, true}},
+           false);
+    w.out += m.role == "assistant" ? "</s>" : " [/INST]";
+  }
+}
+
+void WriteMistralV7(PromptWriter& w, const std::vector<ChatMessage>& messages, bool) {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      w.out += "[SYSTEM_PROMPT]";
+      w.Text(m.content);
+      w.out += "[/SYSTEM_PROMPT]";
+    } else if (m.role == "assistant") {
+      w.Text(m.content);
+      w.out += "</s>";
+    } else {
+      w.out += "[INST]";
+      w.Text(m.content);
+      w.out += "[/INST]";
+    }
+  }
+}
+
+void WritePhi3(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  for (const ChatMessage& m : messages) {
+    w.out += "<|" + m.role + "|>\n";
+    w.Text(m.content);
+    w.out += "<|end|>\n";
+  }
+  if (add_generation_prompt) w.out += "<|assistant|>\n";
+}
+
+void WriteGemma(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  bool has_system = false;
+  // Gemma has no system role: the system text opens the first user turn.
+  auto [system, rest] = SplitSystem(messages, &has_system);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const ChatMessage& m = *rest[i];
+    std::string role = m.role == "assistant" ? "model" : "user";
+    const bool with_system = i == 0 && has_system;
+    w.out += "<start_of_turn>" + role + "\n";
+    w.Pieces({{with_system ? std::string_view(system) : "", true}, {with_system ? "\n\n" : "", false},
+            {m.content, true}},
+           true);
+    w.out += "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) w.out += "<start_of_turn>model\n";
+}
+
+void WriteDeepseek(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      w.Text(m.content);
+      w.out += "\n\n";
+    } else if (m.role == "assistant") {
+      w.out += "Assistant: ";
+      w.Text(m.content);
+      w.out += "<｜end▁of▁sentence｜>";
+    } else {
+      w.out += "User: ";
+      w.Text(m.content);
+      w.out += "\n\n";
+    }
+  }
+  if (add_generation_prompt) w.out += "Assistant:";
+}
+
+void WriteDeepseek3(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      w.Text(m.content);
+    } else if (m.role == "assistant") {
+      w.out += "<｜Assistant｜>";
+      w.Text(m.content);
+      w.out += "<｜end▁of▁sentence｜>";
+    } else {
+      w.out += "<｜User｜>";
+      w.Text(m.content);
+    }
+  }
+  if (add_generation_prompt) w.out += "<｜Assistant｜>";
+}
+
+void WriteZephyr(PromptWriter& w, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  for (const ChatMessage& m : messages) {
+    w.out += "<|" + m.role + "|>\n";
+    w.Text(m.content);
+    w.out += "</s>\n";
+  }
+  if (add_generation_prompt) w.out += "<|assistant|>\n";
+}
+
 }  // namespace
 
 std::vector<std::string> ChatTemplate::KnownNames() {
@@ -231,189 +419,21 @@ StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messa
     }
   }
   if (jinja_) return RenderJinja(messages, add_generation_prompt, content, tools);
+  PromptWriter w{.content = content};
   using F = ChatTemplateFamily;
-  std::string out;
-  // A message's text: appended, and its range noted.
-  auto text = [&](std::string_view t) {
-    if (content != nullptr && !t.empty()) content->emplace_back(out.size(), out.size() + t.size());
-    out.append(t);
-  };
-  // Parts (text, is a message's) joined, trimmed as one string when `trim`; only the
-  // messages' bytes that remain are content.
-  auto pieces = [&](std::initializer_list<std::pair<std::string_view, bool>> parts, bool trim) {
-    std::string whole;
-    std::vector<std::pair<size_t, size_t>> spans;
-    for (const auto& [t, is_message] : parts) {
-      if (is_message && !t.empty()) spans.emplace_back(whole.size(), whole.size() + t.size());
-      whole.append(t);
-    }
-    size_t begin = 0, end = whole.size();
-    if (trim) {
-      const char* kSpace = " \t\n\r\f\v";
-      begin = whole.find_first_not_of(kSpace);
-      end = begin == std::string::npos ? 0 : whole.find_last_not_of(kSpace) + 1;
-      if (begin == std::string::npos) begin = 0;
-    }
-    const size_t base = out.size();
-    out.append(whole, begin, end - begin);
-    for (auto [b, e] : spans) {
-      b = std::max(b, begin);
-      e = std::min(e, end);
-      if (content != nullptr && b < e) content->emplace_back(base + b - begin, base + e - begin);
-    }
-  };
-  bool has_system = false;
   switch (family_) {
-    case F::kChatml: {
-      if (!default_system_.empty() && messages[0].role != "system") {
-        out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
-      }
-      for (const ChatMessage& m : messages) {
-        out += "<|im_start|>" + m.role + "\n";
-        text(m.content);
-        out += "<|im_end|>\n";
-      }
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
-      break;
-    }
-    case F::kLlama3: {
-      for (const ChatMessage& m : messages) {
-        std::string role = m.role == "tool" ? "ipython" : m.role;  // Llama 3.1 names tool results ipython
-        out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n";
-        text(Trim(m.content));
-        out += "<|eot_id|>";
-      }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      break;
-    }
-    case F::kLlama2: {
-      auto [system, rest] = SplitSystem(messages, &has_system);
-      // The first turn carries the system message inside <<SYS>> markup; the whole
-      // turn is trimmed as one string.
-      const std::string& system_text = system;  // a lambda may not capture a structured binding
-      auto turn = [&](const ChatMessage& m, bool with_system) {
-        if (with_system) {
-          pieces({{"<<SYS>>\n", false}, {system_text, true}, {"\n<</SYS>>\n\n", false}, {m.content, true}}, true);
-        } else {
-          pieces({{m.content, true}}, true);
-        }
-      };
-      bool first_turn = true;
-      for (size_t i = 0; i < rest.size(); ++i) {
-        const ChatMessage& m = *rest[i];
-        if (m.role == "assistant") {
-          out += " ";
-          turn(m, i == 0 && has_system);
-          out += " </s>";
-        } else {
-          out += (first_turn ? "" : "<s>") + std::string("[INST] ");
-          turn(m, i == 0 && has_system);
-          out += " [/INST]";
-          first_turn = false;
-        }
-      }
-      break;
-    }
-    case F::kMistral: {
-      auto [system, rest] = SplitSystem(messages, &has_system);
-      for (size_t i = 0; i < rest.size(); ++i) {
-        const ChatMessage& m = *rest[i];
-        const bool with_system = i == 0 && has_system;
-        if (m.role != "assistant") out += "[INST] ";
-        pieces({{with_system ? std::string_view(system) : "", true}, {with_system ? "\n\n" : "", false},
-                {m.content, true}},
-               false);
-        out += m.role == "assistant" ? "</s>" : " [/INST]";
-      }
-      break;
-    }
-    case F::kMistralV7: {
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          out += "[SYSTEM_PROMPT]";
-          text(m.content);
-          out += "[/SYSTEM_PROMPT]";
-        } else if (m.role == "assistant") {
-          text(m.content);
-          out += "</s>";
-        } else {
-          out += "[INST]";
-          text(m.content);
-          out += "[/INST]";
-        }
-      }
-      break;
-    }
-    case F::kPhi3: {
-      for (const ChatMessage& m : messages) {
-        out += "<|" + m.role + "|>\n";
-        text(m.content);
-        out += "<|end|>\n";
-      }
-      if (add_generation_prompt) out += "<|assistant|>\n";
-      break;
-    }
-    case F::kGemma: {
-      // Gemma has no system role: the system text opens the first user turn.
-      auto [system, rest] = SplitSystem(messages, &has_system);
-      for (size_t i = 0; i < rest.size(); ++i) {
-        const ChatMessage& m = *rest[i];
-        std::string role = m.role == "assistant" ? "model" : "user";
-        const bool with_system = i == 0 && has_system;
-        out += "<start_of_turn>" + role + "\n";
-        pieces({{with_system ? std::string_view(system) : "", true}, {with_system ? "\n\n" : "", false},
-                {m.content, true}},
-               true);
-        out += "<end_of_turn>\n";
-      }
-      if (add_generation_prompt) out += "<start_of_turn>model\n";
-      break;
-    }
-    case F::kDeepseek: {
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          text(m.content);
-          out += "\n\n";
-        } else if (m.role == "assistant") {
-          out += "Assistant: ";
-          text(m.content);
-          out += "<｜end▁of▁sentence｜>";
-        } else {
-          out += "User: ";
-          text(m.content);
-          out += "\n\n";
-        }
-      }
-      if (add_generation_prompt) out += "Assistant:";
-      break;
-    }
-    case F::kDeepseek3: {
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          text(m.content);
-        } else if (m.role == "assistant") {
-          out += "<｜Assistant｜>";
-          text(m.content);
-          out += "<｜end▁of▁sentence｜>";
-        } else {
-          out += "<｜User｜>";
-          text(m.content);
-        }
-      }
-      if (add_generation_prompt) out += "<｜Assistant｜>";
-      break;
-    }
-    case F::kZephyr: {
-      for (const ChatMessage& m : messages) {
-        out += "<|" + m.role + "|>\n";
-        text(m.content);
-        out += "</s>\n";
-      }
-      if (add_generation_prompt) out += "<|assistant|>\n";
-      break;
-    }
+    case F::kChatml: WriteChatml(w, messages, add_generation_prompt, default_system_); break;
+    case F::kLlama3: WriteLlama3(w, messages, add_generation_prompt); break;
+    case F::kLlama2: WriteLlama2(w, messages, add_generation_prompt); break;
+    case F::kMistral: WriteMistral(w, messages, add_generation_prompt); break;
+    case F::kMistralV7: WriteMistralV7(w, messages, add_generation_prompt); break;
+    case F::kPhi3: WritePhi3(w, messages, add_generation_prompt); break;
+    case F::kGemma: WriteGemma(w, messages, add_generation_prompt); break;
+    case F::kDeepseek: WriteDeepseek(w, messages, add_generation_prompt); break;
+    case F::kDeepseek3: WriteDeepseek3(w, messages, add_generation_prompt); break;
+    case F::kZephyr: WriteZephyr(w, messages, add_generation_prompt); break;
   }
-  return out;
+  return std::move(w.out);
 }
 
 }  // namespace tachyon

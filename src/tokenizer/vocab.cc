@@ -83,23 +83,8 @@ std::optional<uint8_t> ByteTokenValue(std::string_view text) {
   return static_cast<uint8_t>(value);
 }
 
-StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
-  Vocab v;
-  StatusOr<std::string> model = file.GetString("tokenizer.ggml.model");
-  if (!model.ok()) return model.status().WithContext("no tokenizer in this file");
-  v.model_name_ = *model;
-  if (*model == "llama") {
-    v.kind_ = VocabKind::kSpm;
-  } else if (*model == "gpt2") {
-    v.kind_ = VocabKind::kBpe;
-  } else if (*model == "bert") {
-    v.kind_ = VocabKind::kWpm;
-  } else {
-    return UnimplementedError("tokenizer.ggml.model '" + *model +
-                              "' is not supported (llama, gpt2 and bert are)");
-  }
-  if (auto pre = file.GetString("tokenizer.ggml.pre"); pre.ok()) v.pre_ = *pre;
-
+// The tokens' texts, scores and types.
+Status Vocab::ReadTokens(const GgufFile& file) {
   ASSIGN_OR_RETURN(const GgufArray* tokens, file.GetArray("tokenizer.ggml.tokens"));
   const std::vector<std::string>* texts = tokens->get<std::string>();
   if (texts == nullptr || texts->empty()) {
@@ -125,10 +110,10 @@ StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
                                   " int32 values, one per token");
     }
   }
-  v.tokens_.resize(n);
-  v.text_to_id_.reserve(n);
+  tokens_.resize(n);
+  text_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    TokenData& t = v.tokens_[i];
+    TokenData& t = tokens_[i];
     t.text = (*texts)[i];
     if (scores) t.score = (*scores)[i];
     if (types) {
@@ -139,79 +124,110 @@ StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
       return InvalidArgumentError("tokenizer.ggml.tokens[" + std::to_string(i) + "]: the byte token '" + t.text +
                                   "' is not <0xHH> with two hex digits");
     }
-    v.text_to_id_[t.text] = TokenId(static_cast<int32_t>(i));
-    v.max_token_bytes_ = std::max(v.max_token_bytes_, t.text.size());
+    text_to_id_[t.text] = TokenId(static_cast<int32_t>(i));
+    max_token_bytes_ = std::max(max_token_bytes_, t.text.size());
   }
+  return Status::Ok();
+}
 
-  // Defaults by tokenizer kind, then what the file says.
-  switch (v.kind_) {
+// Special ids by tokenizer kind, before what the file says.
+void Vocab::SetDefaultIds() {
+  switch (kind_) {
     case VocabKind::kSpm:
-      v.bos_ = TokenId(1);
-      v.eos_ = TokenId(2);
-      v.unk_ = TokenId(0);
-      v.add_bos_ = true;
-      v.add_space_prefix_ = true;
+      bos_ = TokenId(1);
+      eos_ = TokenId(2);
+      unk_ = TokenId(0);
+      add_bos_ = true;
+      add_space_prefix_ = true;
       break;
     case VocabKind::kBpe:
-      v.bos_ = TokenId(11);
-      v.eos_ = TokenId(11);
+      bos_ = TokenId(11);
+      eos_ = TokenId(11);
       break;
     case VocabKind::kWpm:
-      v.bos_ = v.cls_ = TokenId(101);
-      v.eos_ = v.sep_ = TokenId(102);
-      v.unk_ = TokenId(100);
-      v.pad_ = TokenId(0);
-      v.mask_ = TokenId(103);
-      v.add_bos_ = true;
-      v.add_eos_ = true;
+      bos_ = cls_ = TokenId(101);
+      eos_ = sep_ = TokenId(102);
+      unk_ = TokenId(100);
+      pad_ = TokenId(0);
+      mask_ = TokenId(103);
+      add_bos_ = true;
+      add_eos_ = true;
       break;
   }
-  for (std::optional<TokenId>* id : {&v.bos_, &v.eos_, &v.unk_, &v.sep_, &v.cls_, &v.pad_, &v.mask_}) {
-    if (*id && !v.IsValid(**id)) *id = std::nullopt;  // a default the vocabulary is too small for
+  for (std::optional<TokenId>* id : {&bos_, &eos_, &unk_, &sep_, &cls_, &pad_, &mask_}) {
+    if (*id && !IsValid(**id)) *id = std::nullopt;  // a default the vocabulary is too small for
   }
-  RETURN_IF_ERROR(v.ReadSpecialIds(file));
+}
 
-  if (v.kind_ == VocabKind::kBpe) {
-    ASSIGN_OR_RETURN(const GgufArray* merges, file.GetArray("tokenizer.ggml.merges"));
-    const std::vector<std::string>* lines = merges->get<std::string>();
-    if (lines == nullptr) return InvalidArgumentError("tokenizer.ggml.merges must be strings");
-    v.merges_.reserve(lines->size());
-    v.merge_ranks_.reserve(lines->size());
-    for (size_t rank = 0; rank < lines->size(); ++rank) {
-      const std::string& line = (*lines)[rank];
-      size_t space = line.find(' ', 1);
-      if (space == std::string::npos) {
-        return InvalidArgumentError("tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" +
-                                    line + "' is not two pieces separated by a space");
-      }
-      v.merges_.emplace_back(line.substr(0, space), line.substr(space + 1));
-      v.merge_ranks_.emplace(line, static_cast<int32_t>(rank));  // the first rank of a duplicate wins
+// BPE merges, "left right" per rank.
+Status Vocab::ReadMerges(const GgufFile& file) {
+  ASSIGN_OR_RETURN(const GgufArray* merges, file.GetArray("tokenizer.ggml.merges"));
+  const std::vector<std::string>* lines = merges->get<std::string>();
+  if (lines == nullptr) return InvalidArgumentError("tokenizer.ggml.merges must be strings");
+  merges_.reserve(lines->size());
+  merge_ranks_.reserve(lines->size());
+  for (size_t rank = 0; rank < lines->size(); ++rank) {
+    const std::string& line = (*lines)[rank];
+    size_t space = line.find(' ', 1);
+    if (space == std::string::npos) {
+      return InvalidArgumentError("tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" +
+                                  line + "' is not two pieces separated by a space");
     }
+    merges_.emplace_back(line.substr(0, space), line.substr(space + 1));
+    merge_ranks_.emplace(line, static_cast<int32_t>(rank));  // the first rank of a duplicate wins
   }
+  return Status::Ok();
+}
 
+// Special tokens matched in raw text, and the end-of-generation set.
+void Vocab::IndexSpecialTokens() {
   // Special tokens matched in raw text, longest first (ties in id order).
-  for (int32_t i = 0; i < v.size(); ++i) {
-    TokenType type = v.tokens_[i].type;
+  for (int32_t i = 0; i < size(); ++i) {
+    TokenType type = tokens_[i].type;
     if ((type == TokenType::kControl || type == TokenType::kUserDefined ||
-         type == TokenType::kUnknown) && !v.tokens_[i].text.empty()) {
-      v.special_tokens_.push_back(TokenId(i));
+         type == TokenType::kUnknown) && !tokens_[i].text.empty()) {
+      special_tokens_.push_back(TokenId(i));
     }
   }
-  std::stable_sort(v.special_tokens_.begin(), v.special_tokens_.end(), [&](TokenId a, TokenId b) {
-    return v.token(a).text.size() > v.token(b).text.size();
+  std::stable_sort(special_tokens_.begin(), special_tokens_.end(), [&](TokenId a, TokenId b) {
+    return token(a).text.size() > token(b).text.size();
   });
 
   // End of generation: eos, eot, and control tokens that mark the end of a turn.
-  for (std::optional<TokenId> id : {v.eos_, v.eot_}) {
-    if (id) v.eog_.push_back(*id);
+  for (std::optional<TokenId> id : {eos_, eot_}) {
+    if (id) eog_.push_back(*id);
   }
   for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                            "<|eom_id|>", "<EOT>", "<｜end▁of▁sentence｜>", "</s>"}) {
-    std::optional<TokenId> id = v.Find(text);
-    if (id && v.token(*id).type == TokenType::kControl && !v.IsEndOfGeneration(*id)) {
-      v.eog_.push_back(*id);
+    std::optional<TokenId> id = Find(text);
+    if (id && token(*id).type == TokenType::kControl && !IsEndOfGeneration(*id)) {
+      eog_.push_back(*id);
     }
   }
+}
+
+StatusOr<Vocab> Vocab::FromGguf(const GgufFile& file) {
+  Vocab v;
+  StatusOr<std::string> model = file.GetString("tokenizer.ggml.model");
+  if (!model.ok()) return model.status().WithContext("no tokenizer in this file");
+  v.model_name_ = *model;
+  if (*model == "llama") {
+    v.kind_ = VocabKind::kSpm;
+  } else if (*model == "gpt2") {
+    v.kind_ = VocabKind::kBpe;
+  } else if (*model == "bert") {
+    v.kind_ = VocabKind::kWpm;
+  } else {
+    return UnimplementedError("tokenizer.ggml.model '" + *model +
+                              "' is not supported (llama, gpt2 and bert are)");
+  }
+  if (auto pre = file.GetString("tokenizer.ggml.pre"); pre.ok()) v.pre_ = *pre;
+
+  RETURN_IF_ERROR(v.ReadTokens(file));
+  v.SetDefaultIds();
+  RETURN_IF_ERROR(v.ReadSpecialIds(file));
+  if (v.kind_ == VocabKind::kBpe) RETURN_IF_ERROR(v.ReadMerges(file));
+  v.IndexSpecialTokens();
   return v;
 }
 

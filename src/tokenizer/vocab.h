@@ -92,6 +92,11 @@ class Vocab {
 
  private:
   Status ReadSpecialIds(const GgufFile& file);
+  // FromGguf's steps, in order.
+  Status ReadTokens(const GgufFile& file);
+  void SetDefaultIds();
+  Status ReadMerges(const GgufFile& file);
+  void IndexSpecialTokens();
 
   VocabKind kind_ = VocabKind::kSpm;
   std::string model_name_;

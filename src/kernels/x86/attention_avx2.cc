@@ -106,6 +106,94 @@ void LoadBlock(const void* base, KvType type, int64_t first_slot, int n, int blo
   Fill(out + static_cast<int64_t>(n) * head_dim, static_cast<int64_t>(block_size - n) * head_dim, 0.0f);
 }
 
+// One chunk's scores against a block's keys: sc[key][lane] = q[lane] . k[key],
+// four keys at a time (four independent chains over d).
+inline void ChunkScores(const float* qc, const float* keys, int bs, int d, float* sc) {
+  int j = 0;
+  for (; j + 4 <= bs; j += 4) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float* k0 = keys + static_cast<int64_t>(j) * d;
+    for (int i = 0; i < d; ++i) {
+      const __m256 qi = _mm256_loadu_ps(qc + i * kLanes);
+      a0 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + i), a0);
+      a1 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + d + i), a1);
+      a2 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + 2 * d + i), a2);
+      a3 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + 3 * d + i), a3);
+    }
+    _mm256_storeu_ps(sc + j * kLanes, a0);
+    _mm256_storeu_ps(sc + (j + 1) * kLanes, a1);
+    _mm256_storeu_ps(sc + (j + 2) * kLanes, a2);
+    _mm256_storeu_ps(sc + (j + 3) * kLanes, a3);
+  }
+  for (; j < bs; ++j) {
+    __m256 a = _mm256_setzero_ps();
+    const float* kj = keys + static_cast<int64_t>(j) * d;
+    for (int i = 0; i < d; ++i) {
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(qc + i * kLanes), _mm256_broadcast_ss(kj + i), a);
+    }
+    _mm256_storeu_ps(sc + j * kLanes, a);
+  }
+}
+
+// The causal mask (and the block's empty tail: keys from n on), then the
+// online softmax's step: sc becomes exp(score - new max), max and sum are
+// updated; returns the factor that rescales the chunk's earlier outputs.
+inline __m256 MaskAndExponentiate(float* sc, int bs, int n, int64_t block, __m256i lane_pos, float* max,
+                                  float* sum) {
+  __m256 block_max = _mm256_set1_ps(-INFINITY);
+  for (int j = 0; j < bs; ++j) {
+    const __m256i key_pos = _mm256_set1_epi32(static_cast<int32_t>(block * bs + j));
+    const __m256 hidden = _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_cmpgt_epi32(key_pos, lane_pos), _mm256_set1_epi32(j < n ? 0 : -1)));
+    const __m256 score = _mm256_blendv_ps(_mm256_loadu_ps(sc + j * kLanes), _mm256_set1_ps(-INFINITY), hidden);
+    _mm256_storeu_ps(sc + j * kLanes, score);
+    block_max = _mm256_max_ps(block_max, score);
+  }
+  const __m256 old_max = _mm256_loadu_ps(max);
+  const __m256 new_max = _mm256_max_ps(old_max, block_max);
+  const __m256 correction = ExpNonPositive(_mm256_sub_ps(old_max, new_max));  // 0 on a row's first keys
+  __m256 total = _mm256_mul_ps(_mm256_loadu_ps(sum), correction);
+  for (int j = 0; j < bs; ++j) {
+    const __m256 p = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(sc + j * kLanes), new_max));
+    _mm256_storeu_ps(sc + j * kLanes, p);
+    total = _mm256_add_ps(total, p);
+  }
+  _mm256_storeu_ps(max, new_max);
+  _mm256_storeu_ps(sum, total);
+  return correction;
+}
+
+// Outputs: o = o * correction + sum_j p_j v_j, four dims at a time.
+inline void AccumulateValues(float* oc, const float* values, const float* sc, __m256 correction, int bs, int d) {
+  int i = 0;
+  for (; i + 4 <= d; i += 4) {
+    __m256 o0 = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
+    __m256 o1 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 1) * kLanes), correction);
+    __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 2) * kLanes), correction);
+    __m256 o3 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 3) * kLanes), correction);
+    for (int j = 0; j < bs; ++j) {
+      const float* vj = values + static_cast<int64_t>(j) * d + i;
+      const __m256 p = _mm256_loadu_ps(sc + j * kLanes);
+      o0 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj), o0);
+      o1 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 1), o1);
+      o2 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 2), o2);
+      o3 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 3), o3);
+    }
+    _mm256_storeu_ps(oc + i * kLanes, o0);
+    _mm256_storeu_ps(oc + (i + 1) * kLanes, o1);
+    _mm256_storeu_ps(oc + (i + 2) * kLanes, o2);
+    _mm256_storeu_ps(oc + (i + 3) * kLanes, o3);
+  }
+  for (; i < d; ++i) {
+    __m256 o = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
+    for (int j = 0; j < bs; ++j) {
+      o = _mm256_fmadd_ps(_mm256_loadu_ps(sc + j * kLanes),
+                          _mm256_broadcast_ss(values + static_cast<int64_t>(j) * d + i), o);
+    }
+    _mm256_storeu_ps(oc + i * kLanes, o);
+  }
+}
+
 }  // namespace
 
 void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t first_position, const LayerKv& kv,
@@ -154,80 +242,9 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
       const float* qc = qt + static_cast<size_t>(c) * d * kLanes;
       float* oc = ot + static_cast<size_t>(c) * d * kLanes;
       const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + c * kLanes));
-      // Scores of every key, four keys at a time (four independent chains over d).
-      int j = 0;
-      for (; j + 4 <= bs; j += 4) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float* k0 = keys + static_cast<int64_t>(j) * d;
-        for (int i = 0; i < d; ++i) {
-          const __m256 qi = _mm256_loadu_ps(qc + i * kLanes);
-          a0 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + i), a0);
-          a1 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + d + i), a1);
-          a2 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + 2 * d + i), a2);
-          a3 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + 3 * d + i), a3);
-        }
-        _mm256_storeu_ps(sc + j * kLanes, a0);
-        _mm256_storeu_ps(sc + (j + 1) * kLanes, a1);
-        _mm256_storeu_ps(sc + (j + 2) * kLanes, a2);
-        _mm256_storeu_ps(sc + (j + 3) * kLanes, a3);
-      }
-      for (; j < bs; ++j) {
-        __m256 a = _mm256_setzero_ps();
-        const float* kj = keys + static_cast<int64_t>(j) * d;
-        for (int i = 0; i < d; ++i) {
-          a = _mm256_fmadd_ps(_mm256_loadu_ps(qc + i * kLanes), _mm256_broadcast_ss(kj + i), a);
-        }
-        _mm256_storeu_ps(sc + j * kLanes, a);
-      }
-      // Causal mask (and the block's empty tail): key position > the row's position.
-      __m256 block_max = _mm256_set1_ps(-INFINITY);
-      for (j = 0; j < bs; ++j) {
-        const __m256i key_pos = _mm256_set1_epi32(static_cast<int32_t>(block * bs + j));
-        const __m256 hidden = _mm256_castsi256_ps(
-            _mm256_or_si256(_mm256_cmpgt_epi32(key_pos, lane_pos), _mm256_set1_epi32(j < n ? 0 : -1)));
-        const __m256 score = _mm256_blendv_ps(_mm256_loadu_ps(sc + j * kLanes), _mm256_set1_ps(-INFINITY), hidden);
-        _mm256_storeu_ps(sc + j * kLanes, score);
-        block_max = _mm256_max_ps(block_max, score);
-      }
-      const __m256 old_max = _mm256_loadu_ps(max + c * kLanes);
-      const __m256 new_max = _mm256_max_ps(old_max, block_max);
-      const __m256 correction = ExpNonPositive(_mm256_sub_ps(old_max, new_max));  // 0 on a row's first keys
-      __m256 total = _mm256_mul_ps(_mm256_loadu_ps(sum + c * kLanes), correction);
-      for (j = 0; j < bs; ++j) {
-        const __m256 p = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(sc + j * kLanes), new_max));
-        _mm256_storeu_ps(sc + j * kLanes, p);
-        total = _mm256_add_ps(total, p);
-      }
-      _mm256_storeu_ps(max + c * kLanes, new_max);
-      _mm256_storeu_ps(sum + c * kLanes, total);
-      // Outputs: o = o * correction + sum_j p_j v_j, four dims at a time.
-      int i = 0;
-      for (; i + 4 <= d; i += 4) {
-        __m256 o0 = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
-        __m256 o1 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 1) * kLanes), correction);
-        __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 2) * kLanes), correction);
-        __m256 o3 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 3) * kLanes), correction);
-        for (j = 0; j < bs; ++j) {
-          const float* vj = values + static_cast<int64_t>(j) * d + i;
-          const __m256 p = _mm256_loadu_ps(sc + j * kLanes);
-          o0 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj), o0);
-          o1 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 1), o1);
-          o2 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 2), o2);
-          o3 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 3), o3);
-        }
-        _mm256_storeu_ps(oc + i * kLanes, o0);
-        _mm256_storeu_ps(oc + (i + 1) * kLanes, o1);
-        _mm256_storeu_ps(oc + (i + 2) * kLanes, o2);
-        _mm256_storeu_ps(oc + (i + 3) * kLanes, o3);
-      }
-      for (; i < d; ++i) {
-        __m256 o = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
-        for (j = 0; j < bs; ++j) {
-          o = _mm256_fmadd_ps(_mm256_loadu_ps(sc + j * kLanes),
-                              _mm256_broadcast_ss(values + static_cast<int64_t>(j) * d + i), o);
-        }
-        _mm256_storeu_ps(oc + i * kLanes, o);
-      }
+      ChunkScores(qc, keys, bs, d, sc);
+      const __m256 correction = MaskAndExponentiate(sc, bs, n, block, lane_pos, max + c * kLanes, sum + c * kLanes);
+      AccumulateValues(oc, values, sc, correction, bs, d);
     }
   }
   for (int r = 0; r < rows; ++r) {

@@ -20,9 +20,6 @@ namespace {
 // Rows per tile: 16 rows of the largest matrices stay within L2 while every
 // token of the batch passes over them.
 constexpr int64_t kRowTile = 16;
-// Expanding a tile costs a pass over its rows; below this many tokens it does
-// not pay for itself (decode batches stay on the packed rows).
-constexpr int64_t kMinTokensToExpand = 16;
 
 using DotFn = float (*)(const void* w_row, const void* x_row, int64_t n);
 // One weight row against 4 activation rows x_row + k * x_stride (bytes).
@@ -65,25 +62,35 @@ DotFn RefUnpackedDot(GgmlType type) {
   }
 }
 
+// Whether MatMul multiplies `type` packed wherever the CPU has AVX2 (PackedMatrix::Pack).
+bool HasPackedForm(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ5_0:
+    case GgmlType::kQ4_K: case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The dot product of an unpacked matrix. One path per type and CPU: a type with
+// a packed form reaches here unpacked only on a CPU without AVX2, on the
+// reference path, or from a matrix a test built by hand, and takes the scalar
+// reference; F32, BF16 and the unpacked quant formats take AVX2 where the CPU has it.
 Kernel SelectKernel(GgmlType type, KernelPath path) {
-  const bool simd = path == KernelPath::kAuto && CpuHasAvx2();
+  const bool simd = path == KernelPath::kAuto && CpuHasAvx2() && !HasPackedForm(type);
   switch (type) {
     using A = ActivationFormat;
     case GgmlType::kF32:
       return {simd ? DotF32Adapter<avx2::DotF32> : DotF32Adapter<ref::DotF32>, A::kF32,
               simd ? avx2::DotF32x4 : nullptr};
-    case GgmlType::kF16:
-      return {simd ? DotU16Adapter<avx2::DotF16> : DotU16Adapter<ref::DotF16>, A::kF32,
-              simd ? avx2::DotF16x4 : nullptr};
+    case GgmlType::kF16: return {DotU16Adapter<ref::DotF16>, A::kF32};
     case GgmlType::kBF16:
       return {simd ? DotU16Adapter<avx2::DotBF16> : DotU16Adapter<ref::DotBF16>, A::kF32};
-    case GgmlType::kQ8_0:
-      return {simd ? avx2::DotQ8_0Q8_0 : ref::DotQ8_0Q8_0, A::kQ8_0, simd ? avx2::DotQ8_0Q8_0x4 : nullptr};
-    case GgmlType::kQ4_0: return {simd ? avx2::DotQ4_0Q8_0 : ref::DotQ4_0Q8_0, A::kQ8_0};
-    case GgmlType::kQ4_K:
-      return {simd ? avx2::DotQ4_KQ8_K : ref::DotQ4_KQ8_K, A::kQ8_K, simd ? avx2::DotQ4_KQ8_Kx4 : nullptr};
-    case GgmlType::kQ6_K:
-      return {simd ? avx2::DotQ6_KQ8_K : ref::DotQ6_KQ8_K, A::kQ8_K, simd ? avx2::DotQ6_KQ8_Kx4 : nullptr};
+    case GgmlType::kQ8_0: return {ref::DotQ8_0Q8_0, A::kQ8_0};
+    case GgmlType::kQ4_0: return {ref::DotQ4_0Q8_0, A::kQ8_0};
+    case GgmlType::kQ4_K: return {ref::DotQ4_KQ8_K, A::kQ8_K};
+    case GgmlType::kQ6_K: return {ref::DotQ6_KQ8_K, A::kQ8_K};
     default: {
       // The formats computed through unpacking (ref/unpacked_quants.h).
       const ref::UnpackedActivations form = ref::ActivationsFor(type);
@@ -94,37 +101,6 @@ Kernel SelectKernel(GgmlType type, KernelPath path) {
       if (simd) return {avx2::FindUnpackedDot(type), activations, avx2::FindUnpackedDot4(type)};
       return {RefUnpackedDot(type), activations};
     }
-  }
-}
-
-// Expands one weight row into a type whose dot with the same activations is
-// bit-identical but cheaper per token: Q4_0 -> Q8_0 (no nibble unpacking per
-// token). F16 is not expanded: converting in registers reads half the bytes,
-// and the dots are load-bound (measured: llama-1b F16 pp512 40.3 -> 34.4 tok/s
-// when expanded to F32).
-using ExpandFn = void (*)(const uint8_t* row, uint8_t* out, int64_t cols);
-
-void ExpandQ4_0ToQ8_0(const uint8_t* row, uint8_t* out, int64_t cols) {
-  const BlockQ4_0* in = reinterpret_cast<const BlockQ4_0*>(row);
-  BlockQ8_0* q8 = reinterpret_cast<BlockQ8_0*>(out);
-  for (int64_t b = 0; b < cols / kQK4_0; ++b) {
-    q8[b].d = in[b].d;
-    for (int i = 0; i < kQK4_0 / 2; ++i) {
-      q8[b].qs[i] = static_cast<int8_t>((in[b].qs[i] & 0x0f) - 8);
-      q8[b].qs[i + kQK4_0 / 2] = static_cast<int8_t>((in[b].qs[i] >> 4) - 8);
-    }
-  }
-}
-
-struct Expansion {
-  ExpandFn expand = nullptr;  // null: use the rows as they are
-  GgmlType type = GgmlType::kF32;
-};
-
-Expansion SelectExpansion(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_0: return {ExpandQ4_0ToQ8_0, GgmlType::kQ8_0};
-    default: return {};
   }
 }
 
@@ -181,29 +157,17 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
     });
     xs = quantized.data();
   }
-  // For a large batch, each tile of rows is expanded once into the cheaper
-  // type; small batches read the rows as they are (expansion would cost more than it saves).
-  const Expansion expansion = num_tokens >= kMinTokensToExpand ? SelectExpansion(w.type) : Expansion{};
-  const Kernel tile_kernel = expansion.expand ? SelectKernel(expansion.type, path) : kernel;
-  const uint64_t tile_row_bytes = expansion.expand ? *GgmlRowBytes(expansion.type, w.cols) : row_bytes;
   const int64_t num_tiles = (w.rows + kRowTile - 1) / kRowTile;
   pool.ParallelFor(num_tiles, [&](size_t tile_begin, size_t tile_end, int) {
-    std::vector<uint8_t> expanded(expansion.expand ? kRowTile * tile_row_bytes : 0);
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       const int64_t r0 = tile * kRowTile, r1 = std::min(w.rows, r0 + kRowTile);
       const uint8_t* rows = w.data + r0 * row_bytes;
-      if (expansion.expand) {
-        for (int64_t r = r0; r < r1; ++r) {
-          expansion.expand(w.data + r * row_bytes, expanded.data() + (r - r0) * tile_row_bytes, w.cols);
-        }
-        rows = expanded.data();
-      }
       int64_t t = 0;
-      if (tile_kernel.dot4 != nullptr) {
+      if (kernel.dot4 != nullptr) {
         for (; t + 4 <= num_tokens; t += 4) {
           for (int64_t r = r0; r < r1; ++r) {
             float out[4];
-            tile_kernel.dot4(rows + (r - r0) * tile_row_bytes, xs + t * x_row_bytes, x_row_bytes, w.cols, out);
+            kernel.dot4(rows + (r - r0) * row_bytes, xs + t * x_row_bytes, x_row_bytes, w.cols, out);
             for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + r] = out[k];
           }
         }
@@ -212,7 +176,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
         const uint8_t* x_row = xs + t * x_row_bytes;
         float* y_row = y + t * w.rows;
         for (int64_t r = r0; r < r1; ++r) {
-          y_row[r] = tile_kernel.dot(rows + (r - r0) * tile_row_bytes, x_row, w.cols);
+          y_row[r] = kernel.dot(rows + (r - r0) * row_bytes, x_row, w.cols);
         }
       }
     }

@@ -1,13 +1,22 @@
 // MatMul: activations times a GGUF weight matrix, for a batch of tokens.
 //
 // The weight matrix is [rows, cols] row-major as GGUF stores it (ne0 = cols,
-// the input size; ne1 = rows, the output size). Each weight row is read once
-// per call whatever the number of tokens (rows are tiled, and every token of
-// the batch uses a tile while it is in cache): that is what makes batched
-// decoding cheap. Quantized weights are multiplied with the activations
-// quantized as llama.cpp does (Q8_0 for Q8_0/Q4_0 and Q4_1/Q5_0/Q5_1/IQ4_NL, Q8_K for the
-// k-quants and IQ4_XS; Q4_1 and Q5_1 against Q8_0 with each block's quant sum, BlockQ8_0S);
-// F32/F16/BF16 weights with float activations. Work is split over rows on the given ThreadPool.
+// the input size; ne1 = rows, the output size). One kernel path per type and CPU:
+//   - F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K on a CPU with AVX2: packed once at load
+//     (PackForMatMul) and multiplied by PackedMatrix (kernels/packed_matrix.h) with
+//     the AVX-512 VNNI kernels where the CPU has them, else the AVX2 ones (same
+//     layout, same results);
+//   - F32, BF16 and the unpacked quant formats (Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K,
+//     Q5_K, IQ4_XS; ref/unpacked_quants.h): AVX2 dots on the file's rows where the
+//     CPU has AVX2;
+//   - everything else (no AVX2, KernelPath::kReference, a packable matrix left
+//     unpacked by hand in a test): the scalar references (ref/ops.h, ref/kquants.h).
+// Each weight row is read once per call whatever the number of tokens (rows are
+// tiled, and every token of the batch uses a tile while it is in cache). Quantized
+// weights meet the activations quantized as llama.cpp does (Q8_0 for
+// Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_K for the k-quants and IQ4_XS; Q4_1 and Q5_1 against
+// Q8_0 with each block's quant sum, BlockQ8_0S). Work is split over rows on the
+// given ThreadPool.
 #pragma once
 
 #include <cstdint>
@@ -32,14 +41,17 @@ struct WeightMatrix {
   std::shared_ptr<const PackedMatrix> packed;
 };
 
-// Sets w->packed where this CPU has a packed kernel for w's type (AVX-512 VNNI:
-// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, F16): a copy of the weights, made once at load.
+// Sets w->packed where this CPU has packed kernels (AVX-512 VNNI, else AVX2) and
+// w's type has a packed form (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, F16): a copy of the
+// weights, made once at load.
 void PackForMatMul(WeightMatrix* w);
 
 // Types MatMul computes with.
 bool IsMatMulType(GgmlType type);
 
-// Which kernels run: the AVX2 ones when the CPU has them, unless forced off.
+// Which kernels run: kAuto, the fastest this CPU has for the matrix (packed,
+// AVX2 or scalar, as above); kReference, the scalar references on the file's
+// rows (tests compare against it).
 enum class KernelPath { kAuto, kReference };
 
 // y [num_tokens, w.rows] = x [num_tokens, w.cols] * w^T.

@@ -9,9 +9,7 @@
 #include <vector>
 
 #include "kernels/block_formats.h"
-#include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
-#include "kernels/x86/dot_avx2.h"
 
 namespace tachyon {
 namespace {
@@ -76,11 +74,10 @@ TEST(KQuantsTest, DotsEqualDequantizedDots) {
     void (*quantize)(const float*, void*, int64_t);
     void (*dequantize)(const void*, float*, int64_t);
     float (*ref_dot)(const void*, const void*, int64_t);
-    float (*simd_dot)(const void*, const void*, int64_t);
     size_t block_bytes;
   };
-  for (Case c : {Case{ref::QuantizeRowQ4_K, ref::DequantizeRowQ4_K, ref::DotQ4_KQ8_K, avx2::DotQ4_KQ8_K, sizeof(BlockQ4_K)},
-                 Case{ref::QuantizeRowQ6_K, ref::DequantizeRowQ6_K, ref::DotQ6_KQ8_K, avx2::DotQ6_KQ8_K, sizeof(BlockQ6_K)}}) {
+  for (Case c : {Case{ref::QuantizeRowQ4_K, ref::DequantizeRowQ4_K, ref::DotQ4_KQ8_K, sizeof(BlockQ4_K)},
+                 Case{ref::QuantizeRowQ6_K, ref::DequantizeRowQ6_K, ref::DotQ6_KQ8_K, sizeof(BlockQ6_K)}}) {
     std::vector<uint8_t> wq(n / 256 * c.block_bytes);
     c.quantize(w.data(), wq.data(), n);
     std::vector<float> wd(n);
@@ -92,28 +89,7 @@ TEST(KQuantsTest, DotsEqualDequantizedDots) {
     }
     float reference = c.ref_dot(wq.data(), xq.data(), n);
     EXPECT_NEAR(reference, expected, 1e-5 * scale);
-    if (CpuHasAvx2()) {
-      EXPECT_NEAR(c.simd_dot(wq.data(), xq.data(), n), reference, 1e-5 * scale);
-    }
   }
-}
-
-TEST(KQuantsTest, FourTokenKernelsAreBitIdenticalToSingleDots) {
-  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C";
-  const int64_t n = 768;
-  std::vector<float> w = RandomNonZero(n, 9, 0.02f), x = RandomNonZero(4 * n, 10, 1.0f);
-  std::vector<BlockQ8_K> xq(4 * n / 256);
-  for (int k = 0; k < 4; ++k) ref::QuantizeActivationsQ8_K(x.data() + k * n, xq.data() + k * n / 256, n);
-  const int64_t stride = n / 256 * sizeof(BlockQ8_K);
-  std::vector<BlockQ4_K> w4(n / 256);
-  std::vector<BlockQ6_K> w6(n / 256);
-  ref::QuantizeRowQ4_K(w.data(), w4.data(), n);
-  ref::QuantizeRowQ6_K(w.data(), w6.data(), n);
-  float out[4];
-  avx2::DotQ4_KQ8_Kx4(w4.data(), xq.data(), stride, n, out);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[k], avx2::DotQ4_KQ8_K(w4.data(), xq.data() + k * n / 256, n)) << k;
-  avx2::DotQ6_KQ8_Kx4(w6.data(), xq.data(), stride, n, out);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[k], avx2::DotQ6_KQ8_K(w6.data(), xq.data() + k * n / 256, n)) << k;
 }
 
 }  // namespace

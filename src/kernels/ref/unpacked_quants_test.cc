@@ -178,7 +178,8 @@ TEST_P(UnpackedQuantsTest, DotProductsAgree) {
       EXPECT_NEAR(got_ref[k], expected[k], 1e-4 * (std::fabs(expected[k]) + std::sqrt(double(n))))
           << GgmlTypeName(c.type) << " n=" << n;
     }
-    if (!CpuHasAvx2()) continue;
+    // Q5_0 has a packed form (kernels/packed_matrix.h) and no unpacked AVX2 kernel.
+    if (!CpuHasAvx2() || c.type == GgmlType::kQ5_0) continue;
     const avx2::UnpackedDotFn dot = avx2::FindUnpackedDot(c.type);
     const avx2::UnpackedDot4Fn dot4 = avx2::FindUnpackedDot4(c.type);
     ASSERT_NE(dot, nullptr);

@@ -54,14 +54,6 @@ struct Q4_1 {
     return {Nibbles(b.qs), _cvtsh_ss(b.d), _cvtsh_ss(b.m)};
   }
 };
-struct Q5_0 {
-  static constexpr size_t kBytes = sizeof(BlockQ5_0);
-  static Block32 Unpack(const uint8_t* p) {
-    const BlockQ5_0& b = *reinterpret_cast<const BlockQ5_0*>(p);
-    const __m256i q = _mm256_or_si256(Nibbles(b.qs), FifthBits(b.qh));
-    return {_mm256_sub_epi8(q, _mm256_set1_epi8(16)), _cvtsh_ss(b.d), 0.0f};
-  }
-};
 struct Q5_1 {
   static constexpr size_t kBytes = sizeof(BlockQ5_1);
   static Block32 Unpack(const uint8_t* p) {
@@ -78,7 +70,7 @@ struct IQ4_NL {
   }
 };
 
-// One unpacked 32-block without an offset (Q5_0, IQ4_NL) against one Q8_0 block, added to acc.
+// One unpacked 32-block without an offset (IQ4_NL) against one Q8_0 block, added to acc.
 __m256 Accumulate32(const Block32& w, const BlockQ8_0& x, __m256 acc) {
   const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
   const __m256i dot = _mm256_madd_epi16(PairProducts(w.q, xq), _mm256_set1_epi16(1));
@@ -325,7 +317,6 @@ ref::Unpack256Fn FindUnpack256Avx2(GgmlType type) {
 UnpackedDotFn FindUnpackedDot(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_1: return Dot32S<Q4_1>;
-    case GgmlType::kQ5_0: return Dot32<Q5_0>;
     case GgmlType::kQ5_1: return Dot32S<Q5_1>;
     case GgmlType::kIQ4_NL: return Dot32<IQ4_NL>;
     case GgmlType::kQ2_K: return Dot256<UnpackQ2_KAvx2, sizeof(BlockQ2_K)>;
@@ -339,7 +330,6 @@ UnpackedDotFn FindUnpackedDot(GgmlType type) {
 UnpackedDot4Fn FindUnpackedDot4(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_1: return Dot32Sx4<Q4_1>;
-    case GgmlType::kQ5_0: return Dot32x4<Q5_0>;
     case GgmlType::kQ5_1: return Dot32Sx4<Q5_1>;
     case GgmlType::kIQ4_NL: return Dot32x4<IQ4_NL>;
     case GgmlType::kQ2_K: return Dot256x4<UnpackQ2_KAvx2, sizeof(BlockQ2_K)>;

@@ -1,5 +1,5 @@
-// AVX2 dot products for the formats of ref/unpacked_quants.h: Q4_1, Q5_0, Q5_1,
-// IQ4_NL against Q8_0 activations; Q2_K, Q3_K, Q5_K, IQ4_XS against Q8_K. The
+// AVX2 dot products for the formats of ref/unpacked_quants.h that have no packed
+// form (Q5_0 is packed: kernels/packed_matrix.h): Q4_1, Q5_1, IQ4_NL against Q8_0 activations; Q2_K, Q3_K, Q5_K, IQ4_XS against Q8_K. The
 // 32-blocks are unpacked in registers; Q5_K has a kernel of its own; the other
 // super-blocks are unpacked into a ref::Unpacked256 (quants in registers, scales as
 // the reference unpacks them), once a block, whose integers then meet 1 or 4

@@ -21,7 +21,7 @@
 #include "percentile.h"
 
 #include "embed/embedder.h"
-#include "gateway/semantic_cache.h"
+#include "gateway/cache/semantic_cache.h"
 
 namespace {
 

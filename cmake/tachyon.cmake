@@ -27,3 +27,13 @@ function(tachyon_test name)
   set(labels unit ${ARG_LABELS})
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${labels}")
 endfunction()
+
+# tachyon_interface(NAME HEADERS ... DEPS ...)
+# A header-only target (an interface other targets implement, such as the
+# gateway's Stage), so that they can depend on it without depending on its folder's library.
+function(tachyon_interface name)
+  cmake_parse_arguments(ARG "" "" "HEADERS;DEPS" ${ARGN})
+  add_library(${name} INTERFACE)
+  target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} INTERFACE ${ARG_DEPS})
+endfunction()

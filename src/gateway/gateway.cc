@@ -8,14 +8,14 @@
 
 #include "api/json_parse.h"
 #include "base/check.h"
-#include "gateway/cache_db.h"
+#include "gateway/cache/cache_db.h"
 #include "gateway/embedder_spec.h"
-#include "gateway/exact_cache.h"
-#include "gateway/redis_store.h"
-#include "gateway/semantic_cache.h"
-#include "gateway/router_stage.h"
-#include "gateway/task_router.h"
-#include "gateway/trim_stage.h"
+#include "gateway/cache/exact_cache.h"
+#include "gateway/cache/redis_store.h"
+#include "gateway/cache/semantic_cache.h"
+#include "gateway/route/router_stage.h"
+#include "gateway/route/task_router.h"
+#include "gateway/trim/trim_stage.h"
 
 namespace tachyon {
 namespace {

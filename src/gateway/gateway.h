@@ -24,10 +24,10 @@
 
 #include "backend/backend.h"
 #include "backend/embedding_backend.h"
-#include "gateway/circuit_breaker.h"
+#include "gateway/route/circuit_breaker.h"
 #include "gateway/gateway_config.h"
 #include "gateway/pipeline.h"
-#include "gateway/route_policy.h"
+#include "gateway/route/route_policy.h"
 #include "obs/metrics.h"
 
 namespace tachyon {

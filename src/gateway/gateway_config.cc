@@ -1,6 +1,6 @@
 #include "gateway/gateway_config.h"
 
-#include "gateway/redis_store.h"
+#include "gateway/cache/redis_store.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -17,10 +17,10 @@
 #include "backend/local_backend.h"
 #include "backend/remote_backend.h"
 #include "base/status.h"
-#include "gateway/circuit_breaker.h"
-#include "gateway/prompt_trimmer.h"
-#include "gateway/route_policy.h"
-#include "gateway/task_router.h"
+#include "gateway/route/circuit_breaker.h"
+#include "gateway/trim/prompt_trimmer.h"
+#include "gateway/route/route_policy.h"
+#include "gateway/route/task_router.h"
 
 namespace tachyon {
 

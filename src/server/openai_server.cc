@@ -7,8 +7,8 @@
 
 #include "api/embeddings.h"
 #include "base/constant_time.h"
-#include "gateway/exact_cache.h"
-#include "gateway/semantic_cache.h"
+#include "gateway/cache/exact_cache.h"
+#include "gateway/cache/semantic_cache.h"
 
 namespace tachyon {
 namespace {

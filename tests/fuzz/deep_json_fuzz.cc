@@ -25,7 +25,7 @@
 #include "api/embeddings.h"
 #include "api/openai.h"
 #include "base/json_depth.h"
-#include "gateway/exact_cache.h"
+#include "gateway/cache/exact_cache.h"
 #include "grammar/json_grammar.h"
 #include "tokenizer/chat_template.h"
 

@@ -45,7 +45,7 @@ BackendResult Refusal(const ApiError& error) {
 
 // The state of one call while it runs: filled on the calling thread before
 // submission, then touched only on the engine thread (and Cancel's flag).
-struct LocalBackend::Job {
+struct LocalBackend::Call {
   BackendRequest request;
   std::shared_ptr<BackendSink> sink;
   std::unique_ptr<TextStream> text;
@@ -429,19 +429,19 @@ CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink
 
 CancelFn LocalBackend::Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted) {
   const CompletionRequest& r = *request.request;
-  auto job = std::make_shared<Job>();
-  job->seq = SeqId(next_seq_++);
-  job->num_prompt = static_cast<int64_t>(admitted.prompt.size());
-  job->sink = std::move(sink);
-  job->text = std::make_unique<TextStream>(*tokenizer_, r.stop);
+  auto call = std::make_shared<Call>();
+  call->seq = SeqId(next_seq_++);
+  call->num_prompt = static_cast<int64_t>(admitted.prompt.size());
+  call->sink = std::move(sink);
+  call->text = std::make_unique<TextStream>(*tokenizer_, r.stop);
   if (r.endpoint == Endpoint::kChatCompletions) {
-    job->syntax = tool_syntax_;
-    job->tools = r.tool_choice == ToolChoice::kAuto       ? Job::Tools::kAuto
-                 : r.tool_choice == ToolChoice::kFunction ? Job::Tools::kNamed
-                 : r.tool_choice == ToolChoice::kRequired ? Job::Tools::kRequired
-                                                          : Job::Tools::kOff;
+    call->syntax = tool_syntax_;
+    call->tools = r.tool_choice == ToolChoice::kAuto       ? Call::Tools::kAuto
+                 : r.tool_choice == ToolChoice::kFunction ? Call::Tools::kNamed
+                 : r.tool_choice == ToolChoice::kRequired ? Call::Tools::kRequired
+                                                          : Call::Tools::kOff;
   }
-  Request engine_request{.id = job->seq,
+  Request engine_request{.id = call->seq,
                          .prompt = std::move(admitted.prompt),
                          .sampling = ToEngine(r.sampling),
                          .max_tokens = admitted.max_tokens,
@@ -455,132 +455,132 @@ CancelFn LocalBackend::Submit(BackendRequest request, std::shared_ptr<BackendSin
   }
   // A stream pauses while its client is behind (the sequence keeps its blocks).
   EngineLoop::BlockedFn blocked = r.stream ? request.output_blocked : nullptr;
-  job->request = std::move(request);
+  call->request = std::move(request);
   loop_->Submit(
       std::move(engine_request),
-      [this, job](const RequestOutput* out, const Status& status) { OnEngineOutput(*job, out, status); },
+      [this, call](const RequestOutput* out, const Status& status) { OnEngineOutput(*call, out, status); },
       std::move(blocked));
   EngineLoop* loop = loop_.get();
-  return [loop, job] { Cancel(loop, *job); };
+  return [loop, call] { Cancel(loop, *call); };
 }
 
 // The engine callback, on the engine thread: one branch per event.
-void LocalBackend::OnEngineOutput(Job& job, const RequestOutput* out, const Status& status) {
-  if (job.done.load()) return;  // cancelled, or already answered
-  if (!status.ok()) return OnError(job, status);
-  if (out->finish_reason == FinishReason::kTimeout) return OnTimeout(job);
+void LocalBackend::OnEngineOutput(Call& call, const RequestOutput* out, const Status& status) {
+  if (call.done.load()) return;  // cancelled, or already answered
+  if (!status.ok()) return OnError(call, status);
+  if (out->finish_reason == FinishReason::kTimeout) return OnTimeout(call);
   if (out->queue_seconds >= 0) queue_time_->Observe(out->queue_seconds);
-  job.num_cached = out->num_cached_tokens;
+  call.num_cached = out->num_cached_tokens;
   bool stopped = false;
-  const std::string text = OnTokens(job, *out, &stopped);
+  const std::string text = OnTokens(call, *out, &stopped);
   const FinishReason reason = stopped ? FinishReason::kStop : out->finish_reason;
-  if (stopped && out->finish_reason == FinishReason::kNone) loop_->Cancel(job.seq);
-  job.answer += text;
-  if (reason == FinishReason::kNone) return OnProgress(job, text);
-  Finish(job, reason, stopped);
+  if (stopped && out->finish_reason == FinishReason::kNone) loop_->Cancel(call.seq);
+  call.answer += text;
+  if (reason == FinishReason::kNone) return OnProgress(call, text);
+  Finish(call, reason, stopped);
 }
 
-void LocalBackend::OnError(Job& job, const Status& status) {
-  job.done = true;
-  job.sink->OnDone(Refusal(Invalid(status.message(), "")));
+void LocalBackend::OnError(Call& call, const Status& status) {
+  call.done = true;
+  call.sink->OnDone(Refusal(Invalid(status.message(), "")));
 }
 
-void LocalBackend::OnTimeout(Job& job) {
-  job.done = true;
+void LocalBackend::OnTimeout(Call& call) {
+  call.done = true;
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", options_.request_timeout_seconds);
   const ApiError error{504, std::string("the request did not finish within --request-timeout (") + seconds + " s)",
                        "timeout_error", "", "request_timeout"};
   BackendResult result = Refusal(error);
   result.error_kind = "timeout";
-  if (job.sent_first) result.kind = BackendResult::Kind::kBroken;
-  job.sink->OnDone(std::move(result));
+  if (call.sent_first) result.kind = BackendResult::Kind::kBroken;
+  call.sink->OnDone(std::move(result));
 }
 
 // The text of an output's new tokens (with their logprobs when asked). An
 // output carries several tokens when a speculative proposal was accepted; a
 // stop string ends it wherever it falls (*stopped).
-std::string LocalBackend::OnTokens(Job& job, const RequestOutput& out, bool* stopped) {
-  const bool want_logprobs = job.r().num_logprobs >= 0;
+std::string LocalBackend::OnTokens(Call& call, const RequestOutput& out, bool* stopped) {
+  const bool want_logprobs = call.r().num_logprobs >= 0;
   std::string text;
   for (size_t i = 0; i < out.new_tokens.size(); ++i) {
     const TokenId t = out.new_tokens[i];
     if (want_logprobs && i < out.logprobs.size()) {
       LogprobEntry entry{tokenizer_->TokenToPiece(t), out.logprobs[i].logprob, {}};
       for (const auto& [id, lp] : out.logprobs[i].top) entry.top.emplace_back(tokenizer_->TokenToPiece(id), lp);
-      job.logprobs.push_back(std::move(entry));
+      call.logprobs.push_back(std::move(entry));
     }
-    ++job.num_generated;
+    ++call.num_generated;
     // The end-of-generation token itself is not text.
     if (out.finish_reason == FinishReason::kStop && t == out.new_tokens.back() &&
         tokenizer_->vocab().IsEndOfGeneration(t)) {
       continue;
     }
-    text += job.text->Add(t, stopped);
+    text += call.text->Add(t, stopped);
     if (*stopped) break;
   }
   return text;
 }
 
 // Unfinished: a stream sends what it may. Plain text goes at once; with tools,
-// content streams up to where a call may begin and the rest waits for the end.
-void LocalBackend::OnProgress(Job& job, const std::string& text) {
-  if (!job.r().stream) return;
-  if (job.tools == Job::Tools::kOff) {
-    if (!text.empty() || !job.logprobs.empty()) job.Chunk(text, "");
-    job.streamed = job.answer.size();
+// content streams up to where a tool call may begin and the rest waits for the end.
+void LocalBackend::OnProgress(Call& call, const std::string& text) {
+  if (!call.r().stream) return;
+  if (call.tools == Call::Tools::kOff) {
+    if (!text.empty() || !call.logprobs.empty()) call.Chunk(text, "");
+    call.streamed = call.answer.size();
     return;
   }
-  const size_t hold = job.tools == Job::Tools::kAuto ? ToolCallHoldFrom(job.syntax, job.answer) : 0;
-  if (hold > job.streamed) {
-    job.Chunk(job.answer.substr(job.streamed, hold - job.streamed), "");
-    job.streamed = hold;
+  const size_t hold = call.tools == Call::Tools::kAuto ? ToolCallHoldFrom(call.syntax, call.answer) : 0;
+  if (hold > call.streamed) {
+    call.Chunk(call.answer.substr(call.streamed, hold - call.streamed), "");
+    call.streamed = hold;
   }
 }
 
 // The one finish path: the answer read for tool calls, then what is left of it
 // streamed (or the whole body), the usage chunk, and the result.
-void LocalBackend::Finish(Job& job, FinishReason reason, bool stopped) {
-  const CompletionRequest& r = job.r();
-  job.done = true;
-  if (!stopped) job.answer += job.text->Finish();
-  prompt_tokens_->Add(static_cast<double>(job.num_prompt));
-  generation_tokens_->Add(static_cast<double>(job.num_generated));
-  std::string content = job.answer;
+void LocalBackend::Finish(Call& call, FinishReason reason, bool stopped) {
+  const CompletionRequest& r = call.r();
+  call.done = true;
+  if (!stopped) call.answer += call.text->Finish();
+  prompt_tokens_->Add(static_cast<double>(call.num_prompt));
+  generation_tokens_->Add(static_cast<double>(call.num_generated));
+  std::string content = call.answer;
   std::vector<ToolCall> calls;
-  if (job.tools != Job::Tools::kOff) calls = job.ReadCalls(&content);
+  if (call.tools != Call::Tools::kOff) calls = call.ReadCalls(&content);
   BackendResult result =
-      job.Result(!calls.empty() && reason == FinishReason::kStop ? "tool_calls" : FinishName(reason));
+      call.Result(!calls.empty() && reason == FinishReason::kStop ? "tool_calls" : FinishName(reason));
   if (!r.stream) {
-    result.body = CompletionBody(r.endpoint, job.request.id, job.request.created, job.request.model_name, content,
-                                 result.finish_reason, result.usage, r.num_logprobs >= 0 ? &job.logprobs : nullptr,
+    result.body = CompletionBody(r.endpoint, call.request.id, call.request.created, call.request.model_name, content,
+                                 result.finish_reason, result.usage, r.num_logprobs >= 0 ? &call.logprobs : nullptr,
                                  &calls);
-    job.sink->OnDone(std::move(result));
+    call.sink->OnDone(std::move(result));
     return;
   }
   // What content is left: the part of the answer's text not yet sent.
-  const std::string_view sent(job.answer.data(), job.streamed);
+  const std::string_view sent(call.answer.data(), call.streamed);
   std::string rest;
   if (content.compare(0, sent.size(), sent) == 0 && content.size() > sent.size()) rest = content.substr(sent.size());
-  if (job.tools == Job::Tools::kOff) {
-    job.Chunk(rest, result.finish_reason);
+  if (call.tools == Call::Tools::kOff) {
+    call.Chunk(rest, result.finish_reason);
   } else {
-    if (!rest.empty()) job.Chunk(rest, "");
-    if (!calls.empty()) job.ToolChunk(calls);
-    job.Chunk("", result.finish_reason);
+    if (!rest.empty()) call.Chunk(rest, "");
+    if (!calls.empty()) call.ToolChunk(calls);
+    call.Chunk("", result.finish_reason);
   }
   if (r.include_usage) {
-    job.sink->OnChunk(
-        {UsageChunkBody(r.endpoint, job.request.id, job.request.created, job.request.model_name, result.usage), "",
+    call.sink->OnChunk(
+        {UsageChunkBody(r.endpoint, call.request.id, call.request.created, call.request.model_name, result.usage), "",
          ""});
   }
-  job.sink->OnDone(std::move(result));
+  call.sink->OnDone(std::move(result));
 }
 
 // The client went away: nothing more is sent, and the sequence's blocks are freed.
-void LocalBackend::Cancel(EngineLoop* loop, Job& job) {
-  job.done = true;
-  loop->Cancel(job.seq);
+void LocalBackend::Cancel(EngineLoop* loop, Call& call) {
+  call.done = true;
+  loop->Cancel(call.seq);
 }
 
 }  // namespace tachyon

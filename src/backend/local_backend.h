@@ -68,7 +68,7 @@ class LocalBackend : public Backend {
   // How chat prompts are rendered (the model's Jinja template, a file, or a built-in renderer and why).
   const std::string& chat_template_note() const { return chat_template_note_; }
 
-  struct Job;
+  struct Call;
 
  private:
   LocalBackend() = default;
@@ -96,16 +96,16 @@ class LocalBackend : public Backend {
   std::variant<Admitted, ApiError> Admit(const CompletionRequest& r);
   std::optional<ApiError> CheckTextSize(const CompletionRequest& r) const;
   std::variant<std::vector<TokenId>, ApiError> EncodePrompt(const CompletionRequest& r) const;
-  // Submission: the call's Job, handed to the engine with OnEngineOutput as its callback.
+  // Submission: the call's Call, handed to the engine with OnEngineOutput as its callback.
   CancelFn Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted);
   // The engine callback (engine thread), one function per event.
-  void OnEngineOutput(Job& job, const RequestOutput* out, const Status& status);
-  void OnError(Job& job, const Status& status);
-  void OnTimeout(Job& job);
-  std::string OnTokens(Job& job, const RequestOutput& out, bool* stopped);
-  void OnProgress(Job& job, const std::string& text);
-  void Finish(Job& job, FinishReason reason, bool stopped);
-  static void Cancel(EngineLoop* loop, Job& job);
+  void OnEngineOutput(Call& call, const RequestOutput* out, const Status& status);
+  void OnError(Call& call, const Status& status);
+  void OnTimeout(Call& call);
+  std::string OnTokens(Call& call, const RequestOutput& out, bool* stopped);
+  void OnProgress(Call& call, const std::string& text);
+  void Finish(Call& call, FinishReason reason, bool stopped);
+  static void Cancel(EngineLoop* loop, Call& call);
 
   LocalBackendOptions options_;
   std::string model_name_;

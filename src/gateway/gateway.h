@@ -1,15 +1,17 @@
 // Gateway: the routes and backends one configuration describes, and the call
 // that takes a request through the pipeline to a backend and back.
 //
-// A request names a route by its model; the route's policy orders its available
-// backends (breakers closed or probing) and the call tries them in that order:
-// a kFailed result (connect error, 5xx, first-byte timeout: nothing has reached
-// the client) moves to the next, up to max_attempts; anything else, or any
-// failure after the first chunk went out, is the answer. Every backend has a
-// circuit breaker, an in-flight count and a TTFT EWMA (BackendSlot), shared by
-// the routes that use it and carried over a reload when its configuration is
-// unchanged. A Gateway is immutable once built; a reload builds a new one, and
-// calls in flight keep the old one alive until they end.
+// Where a request goes is decided in one place, gateway/routes.h: the route its
+// model names (RouteTable::Resolve, in Handle), then, after the pipeline's
+// stages (a cache may answer; a classify route's router picks the class), the
+// backends to try in order (Route::Plan). The call (gateway/gateway_call.h)
+// tries them in that order: a kFailed result (connect error, 5xx, first-byte
+// timeout: nothing has reached the client) moves to the next; anything else,
+// or any failure after the first chunk went out, is the answer. Every backend
+// has a circuit breaker, an in-flight count and a TTFT EWMA (BackendSlot),
+// shared by the routes that use it and carried over a reload when its
+// configuration is unchanged. A Gateway is immutable once built; a reload
+// builds a new one, and calls in flight keep the old one alive until they end.
 #pragma once
 
 #include <chrono>
@@ -24,30 +26,12 @@
 
 #include "backend/backend.h"
 #include "backend/embedding_backend.h"
-#include "gateway/route/circuit_breaker.h"
 #include "gateway/gateway_config.h"
 #include "gateway/pipeline.h"
-#include "gateway/route/route_policy.h"
+#include "gateway/routes.h"
 #include "obs/metrics.h"
 
 namespace tachyon {
-
-// The gateway's view of one backend.
-struct BackendSlot {
-  std::shared_ptr<Backend> backend;
-  std::string fingerprint;  // of its configuration
-
-  std::mutex mutex;
-  CircuitBreaker breaker;   // guarded by mutex
-  int outstanding = 0;      // guarded by mutex
-  double ttft_ewma = -1;    // guarded by mutex; seconds, < 0: no sample
-
-  // Metrics, labelled by backend.
-  Histogram* first_byte = nullptr;
-  Gauge* breaker_state = nullptr;
-  Gauge* in_flight = nullptr;
-  CounterFamily* errors = nullptr;  // {backend, kind}
-};
 
 // Who answered a call, for headers and the access log.
 struct CallInfo {
@@ -72,7 +56,6 @@ class GatewaySink {
   virtual void OnDone(const BackendResult& result, const CallInfo& info) = 0;
 };
 
-class Route;
 class CacheStore;
 class ExactCache;
 class SemanticCache;
@@ -137,8 +120,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
     std::string fingerprint;
   };
   std::vector<EmbeddingSlot> embeddings_;
-  std::vector<std::unique_ptr<Route>> routes_;
-  std::unordered_map<std::string, Route*> by_model_;
+  RouteTable routes_;
   Pipeline pipeline_;
   // The caches' stores, kept by a reload when the [cache] table they were made from is unchanged.
   std::shared_ptr<CacheStore> cache_db_;

@@ -1,0 +1,353 @@
+#include "gateway/gateway_call.h"
+
+#include <optional>
+
+#include "api/json_parse.h"
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// One request through a route: its attempts, in order, until one answers.
+// Invariant: at most one attempt is current; a slot's outstanding count is
+// raised when an attempt starts and lowered exactly once, by its OnDone or by Cancel.
+class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
+ public:
+  GatewayCall(std::shared_ptr<const Gateway> gateway, Route* route, GatewayRequest request,
+              std::shared_ptr<GatewaySink> sink)
+      : gateway_(std::move(gateway)), route_(route), pending_(std::move(request)), sink_(std::move(sink)) {
+    info_.route = route_->name();
+  }
+
+  // The pipeline, then the plan's first attempt.
+  void Start() {
+    std::optional<StageAnswer> answer = gateway_->pipeline().Run(pending_);
+    info_.cache = pending_.cache_status;
+    info_.cache_age_seconds = pending_.cache_age_seconds;
+    info_.cache_similarity = pending_.cache_similarity;
+    info_.route_class = route_->ClassName(pending_.route_class);
+    info_.route_reason = pending_.route_reason;
+    info_.trimmed_tokens = pending_.trimmed_tokens;
+    if (answer) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (finished_) return;
+        finished_ = true;
+      }
+      Replay(*answer);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plan_ = route_->Plan(*pending_.request, pending_.route_class, Clock::now());
+      if (gateway_->pipeline().wants_answers() && (!pending_.cache_key.empty() || !pending_.semantic_scope.empty())) {
+        capture_ = std::make_unique<Capture>();
+        capture_->request = pending_;  // before the id moves on
+      }
+      request_ = BackendRequest{.request = pending_.request,
+                                .id = std::move(pending_.id),
+                                .created = pending_.created,
+                                .model_name = route_->name(),
+                                .arrival = pending_.arrival,
+                                .output_blocked = pending_.output_blocked};
+    }
+    NextAttempt();
+  }
+
+  const Gateway& gateway() const { return *gateway_; }
+
+  void Cancel() {
+    CancelFn cancel;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      finished_ = cancelled_ = true;
+      cancel = std::move(cancel_);
+      if (current_ >= 0) {
+        BackendSlot& slot = Slot();
+        std::lock_guard<std::mutex> slot_lock(slot.mutex);
+        --slot.outstanding;
+        slot.breaker.OnAbandoned();
+        slot.in_flight->Set(slot.outstanding);
+        route_->series(plan_[attempt_]).cancelled->Add();
+      }
+    }
+    if (cancel) cancel();
+  }
+
+  void OnChunk(int attempt, BackendChunk chunk) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || attempt != current_) return;
+      committed_ = true;
+      if (capture_) {
+        // An answer with tool calls is not stored (the capture keeps text only), and
+        // reasoning is not part of the answer: a hit never hands it to another client.
+        if (chunk.has_tool_calls) capture_->storable = false;
+        if (!chunk.reasoning) capture_->text += chunk.text;
+        capture_->streamed = true;
+      }
+      if (!chunk.text.empty()) {
+        const Clock::time_point now = Clock::now();
+        const Route::Series& s = route_->series(plan_[attempt_]);
+        if (!got_content_) {
+          got_content_ = true;
+          info_.ttft_seconds = Since(request_.arrival, now);
+          s.ttft->Observe(info_.ttft_seconds);
+        } else {
+          s.itl->Observe(Since(last_content_, now));
+        }
+        last_content_ = now;
+      }
+    }
+    sink_->OnChunk(chunk, info_);
+  }
+
+  void OnDone(int attempt, BackendResult result) {
+    const Clock::time_point now = Clock::now();
+    bool retry = false;
+    // The ended attempt's cancel function is dropped (outside the lock): it holds the
+    // backend's call state, which holds this call's sink, which holds this call. Kept,
+    // that cycle leaked every call that was not cancelled.
+    CancelFn ended;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || attempt != current_) return;
+      BackendSlot& slot = Slot();
+      const Route::Series& s = route_->series(plan_[attempt_]);
+      const bool failure = result.kind == BackendResult::Kind::kFailed || result.kind == BackendResult::Kind::kBroken;
+      if (!result.error_kind.empty() && result.kind != BackendResult::Kind::kOk) {
+        slot.errors->With({slot.backend->name(), result.error_kind}).Add();
+      }
+      if (result.first_byte_seconds >= 0) slot.first_byte->Observe(result.first_byte_seconds);
+      {
+        std::lock_guard<std::mutex> slot_lock(slot.mutex);
+        --slot.outstanding;
+        slot.in_flight->Set(slot.outstanding);
+        if (failure && result.retry_after_seconds > 0) {
+          slot.breaker.OpenFor(now, result.retry_after_seconds);  // it said when to come back
+        } else if (failure) {
+          slot.breaker.OnFailure(now);
+        } else {
+          slot.breaker.OnSuccess();
+        }
+        slot.breaker_state->Set(static_cast<double>(slot.breaker.state(now)));
+        if (result.kind == BackendResult::Kind::kOk) {
+          // A whole answer's TTFT is its end.
+          const double ttft = info_.ttft_seconds >= 0 ? info_.ttft_seconds : Since(request_.arrival, now);
+          const double alpha = route_->config().ewma_alpha;
+          slot.ttft_ewma = slot.ttft_ewma < 0 ? ttft : alpha * ttft + (1 - alpha) * slot.ttft_ewma;
+        }
+      }
+      current_ = -1;
+      ended = std::move(cancel_);
+      retry = result.kind == BackendResult::Kind::kFailed && !committed_ && attempt_ + 1 < plan_.size();
+      if (retry) {
+        last_failure_ = std::move(result);
+        ++attempt_;
+        route_->retries().Add();
+      } else {
+        finished_ = true;
+        info_.e2e_seconds = Since(request_.arrival, now);
+        if (result.kind == BackendResult::Kind::kOk) {
+          s.success->Add();
+          s.e2e->Observe(info_.e2e_seconds);
+          // Another backend than the policy's first choice, or (fallback policy) than the first configured one.
+          if (attempt_ > 0 || (route_->config().policy == PolicyKind::kFallback && plan_[0] != 0)) {
+            route_->fallbacks().Add();
+          }
+        } else {
+          route_->error(info_.backend, result.error_kind.empty() ? "error" : result.error_kind).Add();
+        }
+        done_ = std::move(result);
+      }
+    }
+    if (retry) {
+      NextAttempt();
+      return;
+    }
+    sink_->OnDone(done_, info_);
+    if (capture_ && done_.kind == BackendResult::Kind::kOk) Store();
+  }
+
+ private:
+  class AttemptSink : public BackendSink {
+   public:
+    AttemptSink(std::shared_ptr<GatewayCall> call, int attempt) : call_(std::move(call)), attempt_(attempt) {}
+    void OnChunk(BackendChunk chunk) override { call_->OnChunk(attempt_, std::move(chunk)); }
+    void OnDone(BackendResult result) override { call_->OnDone(attempt_, std::move(result)); }
+
+   private:
+    std::shared_ptr<GatewayCall> call_;
+    int attempt_;
+  };
+
+  BackendSlot& Slot() { return *route_->slots()[plan_[attempt_]]; }
+
+  // Starts the next backend of the plan whose breaker lets it through, or ends the call.
+  void NextAttempt() {
+    std::shared_ptr<Backend> backend;
+    int attempt = -1;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      const Clock::time_point now = Clock::now();
+      for (; attempt_ < plan_.size(); ++attempt_) {
+        BackendSlot& slot = Slot();
+        std::lock_guard<std::mutex> slot_lock(slot.mutex);
+        if (!slot.breaker.Allow(now)) continue;  // opened since the plan was made
+        ++slot.outstanding;
+        slot.in_flight->Set(slot.outstanding);
+        backend = slot.backend;
+        break;
+      }
+      if (!backend) {
+        finished_ = true;
+        done_ = last_failure_ ? std::move(*last_failure_) : NoBackend();
+        info_.e2e_seconds = Since(request_.arrival, Clock::now());
+        route_->error(info_.backend, done_.error_kind).Add();
+      } else {
+        attempt = current_ = next_id_++;
+        ++info_.attempts;
+        info_.backend = backend->name();
+      }
+    }
+    if (!backend) {
+      sink_->OnDone(done_, info_);
+      return;
+    }
+    if (backend->StartIsCostly() && gateway_->offload()) {
+      gateway_->offload()([self = shared_from_this(), backend, attempt] { self->StartBackend(*backend, attempt); });
+    } else {
+      StartBackend(*backend, attempt);
+    }
+  }
+
+  void StartBackend(Backend& backend, int attempt) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || attempt != current_) return;  // cancelled while it waited for a worker
+    }
+    CancelFn cancel = backend.Start(request_, std::make_shared<AttemptSink>(shared_from_this(), attempt));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (current_ == attempt && !finished_) {
+        cancel_ = std::move(cancel);
+        return;
+      }
+      if (!cancelled_ || current_ != attempt) return;  // it ended while Start ran
+    }
+    cancel();  // cancelled while Start ran
+  }
+
+  BackendResult NoBackend() const {
+    std::string states;
+    for (const auto& slot : route_->slots()) {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      states += (states.empty() ? "" : ", ") + slot->backend->name() + ": " +
+                CircuitStateName(slot->breaker.state(Clock::now()));
+    }
+    BackendResult r;
+    r.kind = BackendResult::Kind::kFailed;
+    r.http_status = 503;
+    r.error = ApiError{503, "no backend of the route '" + route_->name() + "' is available (" + states + ")",
+                       "service_unavailable", "", "no_backend"};
+    r.error_kind = "no_backend";
+    return r;
+  }
+
+  // A complete answer to the stages that keep answers (the call is finished:
+  // capture_ and done_ are no longer written).
+  void Store() {
+    if (!capture_->storable) return;
+    const CompletionRequest& r = *capture_->request.request;
+    CapturedAnswer answer{.endpoint = r.endpoint,
+                          .model = capture_->request.route,  // the route: what purge by route and a hit name
+                          .text = std::move(capture_->text),
+                          .finish_reason = done_.finish_reason,
+                          .has_usage = done_.has_usage,
+                          .usage = done_.usage};
+    if (!capture_->streamed) {
+      // The whole body: one choice of plain text, no tool calls (its reasoning_content is not kept).
+      nlohmann::json body = ParseJson(done_.body);
+      if (body.is_discarded() || !body.contains("choices") || !body["choices"].is_array() ||
+          body["choices"].size() != 1 || !body["choices"][0].is_object()) {
+        return;
+      }
+      const nlohmann::json& choice = body["choices"][0];
+      const nlohmann::json* text = nullptr;
+      if (r.endpoint == Endpoint::kChatCompletions) {
+        if (!choice.contains("message") || !choice["message"].is_object()) return;
+        const nlohmann::json& message = choice["message"];
+        for (const char* calls : {"tool_calls", "function_call"}) {
+          if (message.contains(calls) && !message[calls].is_null()) return;
+        }
+        if (message.contains("content")) text = &message["content"];
+      } else if (choice.contains("text")) {
+        text = &choice["text"];
+      }
+      if (text == nullptr || !text->is_string()) return;
+      answer.text = text->get<std::string>();
+      if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+        answer.finish_reason = choice["finish_reason"].get<std::string>();
+      }
+    }
+    gateway_->pipeline().OnAnswer(capture_->request, answer);
+  }
+
+  // A stage's answer, replayed as if a backend had given it.
+  void Replay(const StageAnswer& answer) {
+    const double e2e = Since(pending_.arrival, Clock::now());
+    CallInfo info = info_;
+    info.backend = answer.answered_by;
+    info.attempts = 0;
+    info.ttft_seconds = info.e2e_seconds = e2e;
+    for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
+    sink_->OnDone(answer.result, info);
+  }
+
+  struct Capture {  // what the stages that keep answers will be given
+    GatewayRequest request;
+    std::string text;       // content only, never reasoning
+    bool streamed = false;
+    bool storable = true;   // false once a chunk carried tool calls
+  };
+
+  std::shared_ptr<const Gateway> gateway_;  // keeps the route and its backends alive
+  Route* route_;
+  GatewayRequest pending_;       // until Start: what the pipeline sees
+  std::vector<size_t> plan_;     // set by Start, then fixed
+  BackendRequest request_;       // set by Start, then fixed
+  std::shared_ptr<GatewaySink> sink_;
+
+  std::mutex mutex_;
+  std::unique_ptr<Capture> capture_;  // set by Start when a stage keeps answers; guarded by mutex_
+  size_t attempt_ = 0;    // index into plan_
+  int current_ = -1;      // id of the attempt in progress; -1: none
+  int next_id_ = 0;
+  CancelFn cancel_;
+  bool cancelled_ = false, finished_ = false, committed_ = false, got_content_ = false;
+  Clock::time_point last_content_;
+  std::optional<BackendResult> last_failure_;
+  BackendResult done_;
+  CallInfo info_;
+};
+
+}  // namespace
+
+CancelFn StartGatewayCall(std::shared_ptr<const Gateway> gateway, Route* route, GatewayRequest request,
+                          std::shared_ptr<GatewaySink> sink) {
+  const bool costly = gateway->pipeline().costly(route->name()) && gateway->offload();
+  auto call = std::make_shared<GatewayCall>(std::move(gateway), route, std::move(request), std::move(sink));
+  if (costly) {
+    call->gateway().offload()([call] { call->Start(); });
+  } else {
+    call->Start();
+  }
+  return [call] { call->Cancel(); };
+}
+
+}  // namespace tachyon

@@ -1,0 +1,123 @@
+// Routes: the one place the gateway decides where a request goes, in two steps
+// a call takes in order:
+//   1. RouteTable::Resolve: the route a request's `model` names (its name, an
+//      alias glob, or the only route when none is named), before the pipeline
+//      (whose stages are configured per route);
+//   2. Route::Plan: after the pipeline (a classify route's router stage has
+//      then picked the class), the backends to try, in order: the class's
+//      policy over its available backends (breakers closed or probing), then
+//      its fallbacks, at most max_attempts.
+// The call then starts them in that order (GatewayCall), skipping one whose
+// breaker opened since the plan was made; nothing else chooses a backend.
+//
+// A backend's BackendSlot (breaker, in-flight count, TTFT EWMA) is shared by
+// the routes that use it and kept by a reload when its configuration is unchanged.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api/openai.h"
+#include "backend/backend.h"
+#include "gateway/gateway_config.h"
+#include "gateway/route/circuit_breaker.h"
+#include "gateway/route/route_policy.h"
+#include "obs/metrics.h"
+
+namespace tachyon {
+
+// The gateway's view of one backend.
+struct BackendSlot {
+  std::shared_ptr<Backend> backend;
+  std::string fingerprint;  // of its configuration
+
+  std::mutex mutex;
+  CircuitBreaker breaker;   // guarded by mutex
+  int outstanding = 0;      // guarded by mutex
+  double ttft_ewma = -1;    // guarded by mutex; seconds, < 0: no sample
+
+  // Metrics, labelled by backend.
+  Histogram* first_byte = nullptr;
+  Gauge* breaker_state = nullptr;
+  Gauge* in_flight = nullptr;
+  CounterFamily* errors = nullptr;  // {backend, kind}
+};
+
+std::shared_ptr<BackendSlot> MakeSlot(std::shared_ptr<Backend> backend, const std::string& fingerprint,
+                                      CircuitBreakerOptions breaker, MetricsRegistry* m);
+
+class Route {
+ public:
+  struct Series {  // {model_name, route, backend}
+    Histogram* ttft;
+    Histogram* itl;
+    Histogram* e2e;
+    Counter* success;
+    Counter* cancelled;
+  };
+
+  Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>> slots, MetricsRegistry* m);
+
+
+  const std::string& name() const { return config_.model; }
+  const RouteConfig& config() const { return config_; }
+  const std::vector<std::shared_ptr<BackendSlot>>& slots() const { return slots_; }
+  const Series& series(size_t idx) const { return series_[idx]; }
+  Counter& requests() const { return *requests_; }
+  Counter& retries() const { return *retries_; }
+  Counter& fallbacks() const { return *fallbacks_; }
+  Counter& error(const std::string& backend, const std::string& kind) const {
+    return errors_->With({config_.model, backend, kind});
+  }
+
+  // The backends to try for this request, in order (available ones only): a
+  // classify route's class (the router's choice; -1: the default class) by the
+  // class's policy, then the class's fallback backends, at most max_attempts.
+  std::vector<size_t> Plan(const CompletionRequest& r, int class_idx, std::chrono::steady_clock::time_point now);
+
+  // The name of class class_idx ("": a route that does not classify, or a
+  // request the router did not see, such as a cache hit).
+  std::string ClassName(int class_idx) const;
+
+
+ private:
+  RouteConfig config_;
+  std::vector<std::shared_ptr<BackendSlot>> slots_;
+  std::vector<Series> series_;
+  // One per class (a route that does not classify: one over all its backends).
+  struct ClassPlan {
+    std::vector<size_t> members;   // indices into slots_
+    std::vector<size_t> fallback;  // tried after the members
+    PolicyKind kind = PolicyKind::kFallback;
+    std::unique_ptr<RoutePolicy> policy;  // over members
+  };
+  std::vector<ClassPlan> classes_;
+  std::mutex mutex_;  // the policies' state and rng_
+  std::mt19937_64 rng_;
+  Counter* requests_ = nullptr;
+  Counter* retries_ = nullptr;
+  Counter* fallbacks_ = nullptr;
+  CounterFamily* errors_ = nullptr;
+};
+
+class RouteTable {
+ public:
+  void Add(std::unique_ptr<Route> route);
+  // The route `model` names, or null with *error: 400 when the model is
+  // missing and there are several routes, 404 when it names none; both list the
+  // routes served.
+  Route* Resolve(const std::string& model, ApiError* error) const;
+  const std::vector<std::unique_ptr<Route>>& routes() const { return routes_; }
+  bool empty() const { return routes_.empty(); }
+
+ private:
+  std::vector<std::unique_ptr<Route>> routes_;
+  std::unordered_map<std::string, Route*> by_model_;
+};
+
+}  // namespace tachyon

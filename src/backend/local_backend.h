@@ -60,6 +60,8 @@ class LocalBackend : public Backend {
   void Shutdown() override { loop_.reset(); }
   bool OnOwnThread() const override { return loop_ && loop_->OnLoopThread(); }
   bool StartIsCostly() const override { return true; }
+  // Blocks until the engine holds no request (EngineLoop::WaitUntilIdle); false at the timeout.
+  bool WaitUntilIdle(double seconds) const { return loop_ && loop_->WaitUntilIdle(seconds); }
 
   // One line for the server's start-up message.
   std::string Describe() const;

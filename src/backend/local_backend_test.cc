@@ -133,17 +133,14 @@ TEST_F(LocalBackendTest, CancelFreesTheSequenceAndATimeoutMidStreamIsBroken) {
   auto cancelled = std::make_shared<Collector>();
   CancelFn cancel = backend->Start(
       Completion(R"({"prompt":"Hello","max_tokens":1900,"ignore_eos":true,"stream":true})"), cancelled);
-  for (int i = 0; i < 400 && cancelled->num_chunks() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(cancelled->WaitForChunks(2));
   cancel();
-  std::string metrics;
-  for (int i = 0; i < 200; ++i) {
-    metrics = metrics_.Render();
-    if (metrics.find("tachyon:num_requests_running{model_name=\"" + backend->model_name() +
-                     "\",backend=\"local\"} 0\n") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(backend->WaitUntilIdle(30)) << "the cancelled sequence leaves the engine";
+  const std::string metrics = metrics_.Render();
+  EXPECT_NE(metrics.find("tachyon:num_requests_running{model_name=\"" + backend->model_name() +
+                         "\",backend=\"local\"} 0\n"),
+            std::string::npos)
+      << metrics;
   EXPECT_NE(metrics.find("tachyon:kv_cache_usage_perc{model_name=\"" + backend->model_name() +
                          "\",backend=\"local\"} 0\n"),
             std::string::npos)

@@ -170,14 +170,13 @@ TEST(RemoteBackendTest, CancelClosesTheUpstreamConnectionAndSilencesTheCall) {
   auto backend = Make(up);
   auto sink = std::make_shared<Collector>();
   CancelFn cancel = backend->Start(Chat(R"({"messages":[{"role":"user","content":"hi"}],"stream":true})"), sink);
-  for (int i = 0; i < 400 && sink->num_chunks() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_GE(sink->num_chunks(), 2u);
+  ASSERT_TRUE(sink->WaitForChunks(2));
   cancel();
-  for (int i = 0; i < 400 && up.num_client_closed() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(up.WaitClientClosed(1));
   EXPECT_EQ(up.num_client_closed(), 1) << "the upstream saw its client go";
   const size_t seen = sink->num_chunks();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(sink->num_chunks(), seen) << "nothing after the cancel";
+  // The upstream writes a chunk every 20 ms: 100 ms would bring several.
+  EXPECT_FALSE(sink->WaitForChunks(seen + 1, 0.1)) << "nothing after the cancel";
   EXPECT_FALSE(sink->Wait(0.05)) << "and no OnDone";
   cancel();  // twice is harmless
 }

@@ -63,7 +63,7 @@ Status Engine::Add(Request request) {
   if (request.grammar) matcher.emplace(request.grammar->grammar());
   active_.emplace(id, Active{.request = std::move(request),
                              .sampler = std::move(sampler),
-                             .added = std::chrono::steady_clock::now(),
+                             .added = clock().Now(),
                              .speculation = SpeculationControl(
                                  options_.speculative.num_tokens, options_.speculative.adaptive,
                                  proposer_ && !proposer_->costly() ? SpeculationControl::kPauseSteps
@@ -305,7 +305,7 @@ std::vector<RequestOutput> Engine::Step() {
   const std::vector<SeqId> proposed = ProposeDrafts();
   SchedulerOutput plan = scheduler_.Schedule();
   if (!plan.empty()) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock().Now();
     for (const ScheduledSequence& s : plan.scheduled) {
       Active& a = active_.at(s.id);
       if (a.queue_seconds < 0) a.queue_seconds = std::chrono::duration<double>(now - a.added).count();

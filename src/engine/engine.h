@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/proposer.h"
@@ -78,6 +79,8 @@ struct EngineOptions {
   KvType kv_type = KvType::kF16;  // element type of the K/V blocks
   // num_tokens and max_batch apply when the engine is given a proposer.
   SpeculativeOptions speculative;
+  // What queue times and deadlines are measured on (null: the real clock).
+  const Clock* clock = nullptr;
 };
 
 // The proposer options.speculative asks for: null when off; a draft model is
@@ -118,6 +121,8 @@ class Engine {
   const Scheduler& scheduler() const { return scheduler_; }
   const SpeculativeStats& speculative_stats() const { return spec_stats_; }
   bool speculates() const { return proposer_ != nullptr; }
+  // The clock of queue times and deadlines (EngineOptions::clock, else the real one).
+  const Clock& clock() const { return Clock::Or(options_.clock); }
 
  private:
   struct Active {

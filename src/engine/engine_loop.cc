@@ -32,6 +32,14 @@ void EngineLoop::Cancel(SeqId id) {
   wake_.notify_one();
 }
 
+bool EngineLoop::WaitUntilIdle(double seconds) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return stepped_.wait_for(lock, std::chrono::duration<double>(seconds), [&] {
+    return num_in_flight_.load() == 0 && submitted_.empty() && cancelled_.empty() && stats_.num_running == 0 &&
+           stats_.num_waiting == 0;
+  });
+}
+
 EngineStats EngineLoop::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
@@ -76,7 +84,7 @@ void EngineLoop::Run() {
       }
     }
     for (const auto& [id, blocked] : blocked_) engine_->SetHeld(id, blocked());
-    std::vector<RequestOutput> outputs = engine_->Expire(std::chrono::steady_clock::now());
+    std::vector<RequestOutput> outputs = engine_->Expire(engine_->clock().Now());
     for (RequestOutput& output : engine_->Step()) outputs.push_back(std::move(output));
     for (const RequestOutput& output : outputs) {
       auto it = callbacks_.find(output.id);
@@ -100,6 +108,7 @@ void EngineLoop::Run() {
               .prefix_hit_tokens = engine_->kv().prefix_hit_tokens(),
               .prompt_tokens_computed = engine_->scheduler().num_prompt_tokens_computed(),
               .speculative = engine_->speculative_stats()};
+    stepped_.notify_all();
   }
   // Shutting down: whatever is left is cancelled.
   for (auto& [id, callback] : callbacks_) engine_->Cancel(id);

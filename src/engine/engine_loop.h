@@ -45,6 +45,10 @@ class EngineLoop {
   EngineStats Stats() const;
   // Requests submitted and not yet finished (queued for the loop or in the engine).
   int num_in_flight() const { return num_in_flight_.load(); }
+  // Blocks until no request is in flight and the engine holds no sequence (the
+  // stats say so), or the timeout; true when idle. For a drain, and for tests
+  // that must see a cancel's blocks freed.
+  bool WaitUntilIdle(double seconds) const;
   // True on the loop thread (inside a callback).
   bool OnLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
@@ -54,6 +58,7 @@ class EngineLoop {
   std::unique_ptr<Engine> engine_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  mutable std::condition_variable stepped_;  // after each pass of the loop (its stats updated)
   bool stopping_ = false;
   struct Submission {
     Request request;

@@ -88,17 +88,13 @@ TEST(EngineLoopTest, CancelStopsOutputsAndFreesBlocks) {
   std::vector<TokenId> prompt(40, TokenId(3));
   loop.Submit({.id = SeqId(1), .prompt = prompt, .max_tokens = 1000, .ignore_eos = true}, c.For(1));
   // Wait for a few tokens, then cancel.
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(c.mutex);
-      if (c.tokens[1].size() >= 3) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  {
+    std::unique_lock<std::mutex> lock(c.mutex);
+    ASSERT_TRUE(c.done.wait_for(lock, std::chrono::seconds(30), [&] { return c.tokens[1].size() >= 3; }));
   }
   loop.Cancel(SeqId(1));
-  for (int i = 0; i < 2000 && loop.num_in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(loop.WaitUntilIdle(30));
   EXPECT_EQ(loop.num_in_flight(), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EngineStats stats = loop.Stats();
   EXPECT_EQ(stats.num_running + stats.num_waiting, 0);
   EXPECT_DOUBLE_EQ(stats.kv_usage, 0.0) << "cancelled blocks returned";
@@ -118,6 +114,8 @@ TEST(EngineLoopTest, ABlockedRequestIsHeldAndResumesWhenReleased) {
   std::vector<TokenId> prompt(20, TokenId(5));
   std::atomic<bool> released{false};
   std::atomic<int> asked{0};
+  std::mutex asked_mutex;
+  std::condition_variable asked_cv;
   auto request = [&](int64_t id) {
     return Request{.id = SeqId(id), .prompt = prompt, .sampling = {.temperature = 0.0f}, .max_tokens = 40,
                    .ignore_eos = true};
@@ -125,14 +123,22 @@ TEST(EngineLoopTest, ABlockedRequestIsHeldAndResumesWhenReleased) {
   // Its client falls behind after two tokens (asked on the loop thread before each
   // step, as the server asks for its unsent bytes), until released.
   loop.Submit(request(1), c.For(1), [&] {
-    ++asked;
+    {
+      std::lock_guard<std::mutex> lock(asked_mutex);
+      ++asked;
+    }
+    asked_cv.notify_all();
     std::lock_guard<std::mutex> lock(c.mutex);
     return !released.load() && c.tokens[1].size() >= 2;
   });
   loop.Submit(request(2), c.For(2));
   c.WaitFor(1);  // request 2 runs to its end meanwhile
   const int asked_while_held = asked.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    // Three more passes of the loop while request 1 is held.
+    std::unique_lock<std::mutex> lock(asked_mutex);
+    ASSERT_TRUE(asked_cv.wait_for(lock, std::chrono::seconds(30), [&] { return asked.load() >= asked_while_held + 3; }));
+  }
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     EXPECT_EQ(c.tokens[2].size(), 40u);

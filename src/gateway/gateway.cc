@@ -16,12 +16,6 @@
 #include "gateway/trim/trim_stage.h"
 
 namespace tachyon {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
-
 Gateway::~Gateway() = default;
 
 // The last call of a gateway may end on a backend's own thread; destroying the
@@ -46,10 +40,11 @@ std::shared_ptr<BackendSlot> Gateway::Slot(const std::string& name) const {
 }
 
 StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, const Gateway* previous,
-                                                  MetricsRegistry* metrics, Offload offload) {
+                                                  MetricsRegistry* metrics, Offload offload, const Clock* clock) {
   std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
   g->metrics_ = metrics;
   g->offload_ = std::move(offload);
+  g->clock_ = clock;
   for (const BackendConfig& b : config.backends) {
     if (b.kind == "embedding") {
       std::shared_ptr<EmbeddingBackend> reused;
@@ -225,7 +220,7 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
       if (keep && previous->exact_cache_) {
         exact_cache_ = previous->exact_cache_;
       } else {
-        exact_cache_ = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_);
+        exact_cache_ = std::make_shared<ExactCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_, clock_);
         if (Status loaded = exact_cache_->Load(); !loaded.ok()) {
           return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
         }
@@ -238,7 +233,7 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
       } else {
         semantic_cache_ =
             std::make_shared<SemanticCache>(config.cache.max_entries, config.cache.max_bytes, cache_db_,
-                                            QueueDropCounter(metrics, "semantic_insert"));
+                                            QueueDropCounter(metrics, "semantic_insert"), clock_);
         if (Status loaded = semantic_cache_->Load(); !loaded.ok()) {
           return InvalidArgumentError(config.path + ": [cache] store: " + loaded.message());
         }
@@ -288,11 +283,12 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
 
 std::shared_ptr<Gateway> Gateway::Single(std::shared_ptr<Backend> backend, const std::string& route_name,
                                          MetricsRegistry* metrics, Offload offload,
-                                         std::shared_ptr<EmbeddingBackend> embedding) {
+                                         std::shared_ptr<EmbeddingBackend> embedding, const Clock* clock) {
   std::shared_ptr<Gateway> g(new Gateway(), &Gateway::Delete);
   if (embedding) g->embeddings_.push_back({std::move(embedding), ""});
   g->metrics_ = metrics;
   g->offload_ = std::move(offload);
+  g->clock_ = clock;
   // One backend, no alternative: its breaker never opens (a refusal would only turn errors into 503s).
   g->slots_.push_back(MakeSlot(std::move(backend), "", {.failure_threshold = 1 << 30}, metrics));
   RouteConfig r{.model = route_name, .backends = {g->slots_[0]->backend->name()}};
@@ -331,7 +327,7 @@ std::shared_ptr<EmbeddingBackend> Gateway::FindEmbedding(const std::string& mode
 
 nlohmann::json Gateway::Models(int64_t created) const {
   nlohmann::json data = nlohmann::json::array();
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock().Now();
   for (const auto& route : routes_.routes()) {
     nlohmann::json backends = nlohmann::json::array();
     for (const auto& slot : route->slots()) {
@@ -371,7 +367,7 @@ nlohmann::json Gateway::Models(int64_t created) const {
 }
 
 int Gateway::Health(nlohmann::json* body) const {
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock().Now();
   nlohmann::json backends = nlohmann::json::object(), routes = nlohmann::json::object();
   for (const auto& slot : slots_) {
     std::lock_guard<std::mutex> lock(slot->mutex);

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "base/clock.h"
 #include "backend/embedding_backend.h"
 #include "gateway/gateway_config.h"
 #include "gateway/pipeline.h"
@@ -68,13 +69,17 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
 
   // Makes every backend the config names (reusing the previous gateway's where
   // the configuration is unchanged) and the routes over them.
+  // clock: what breakers, TTFT EWMAs, latencies and the caches' TTLs are
+  // measured on (null: the real one; tests pass a ManualClock).
   static StatusOr<std::shared_ptr<Gateway>> Build(const GatewayConfig& config, const Gateway* previous,
-                                                  MetricsRegistry* metrics, Offload offload = nullptr);
+                                                  MetricsRegistry* metrics, Offload offload = nullptr,
+                                                  const Clock* clock = nullptr);
   // One route over ready-made backends (the one-model flags of `tachyon serve`),
   // and an embedding model beside it when `embedding` is not null.
   static std::shared_ptr<Gateway> Single(std::shared_ptr<Backend> backend, const std::string& route_name,
                                          MetricsRegistry* metrics, Offload offload = nullptr,
-                                         std::shared_ptr<EmbeddingBackend> embedding = nullptr);
+                                         std::shared_ptr<EmbeddingBackend> embedding = nullptr,
+                                         const Clock* clock = nullptr);
   ~Gateway();
 
   Pipeline& pipeline() { return pipeline_; }
@@ -103,6 +108,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // The semantic cache's store, or null when no route has one.
   SemanticCache* semantic_cache() const { return semantic_cache_.get(); }
   const Offload& offload() const { return offload_; }
+  const Clock& clock() const { return Clock::Or(clock_); }
 
  private:
   Gateway() = default;
@@ -114,6 +120,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
 
   MetricsRegistry* metrics_ = nullptr;
   Offload offload_;
+  const Clock* clock_ = nullptr;
   std::vector<std::shared_ptr<BackendSlot>> slots_;
   struct EmbeddingSlot {
     std::shared_ptr<EmbeddingBackend> backend;

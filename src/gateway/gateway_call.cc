@@ -7,9 +7,7 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Since(Clock::time_point a, Clock::time_point b) { return SecondsBetween(a, b); }
 
 // One request through a route: its attempts, in order, until one answers.
 // Invariant: at most one attempt is current; a slot's outstanding count is
@@ -42,7 +40,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plan_ = route_->Plan(*pending_.request, pending_.route_class, Clock::now());
+      plan_ = route_->Plan(*pending_.request, pending_.route_class, gateway_->clock().Now());
       if (gateway_->pipeline().wants_answers() && (!pending_.cache_key.empty() || !pending_.semantic_scope.empty())) {
         capture_ = std::make_unique<Capture>();
         capture_->request = pending_;  // before the id moves on
@@ -91,7 +89,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         capture_->streamed = true;
       }
       if (!chunk.text.empty()) {
-        const Clock::time_point now = Clock::now();
+        const Clock::time_point now = gateway_->clock().Now();
         const Route::Series& s = route_->series(plan_[attempt_]);
         if (!got_content_) {
           got_content_ = true;
@@ -107,7 +105,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   }
 
   void OnDone(int attempt, BackendResult result) {
-    const Clock::time_point now = Clock::now();
+    const Clock::time_point now = gateway_->clock().Now();
     bool retry = false;
     // The ended attempt's cancel function is dropped (outside the lock): it holds the
     // backend's call state, which holds this call's sink, which holds this call. Kept,
@@ -194,7 +192,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_) return;
-      const Clock::time_point now = Clock::now();
+      const Clock::time_point now = gateway_->clock().Now();
       for (; attempt_ < plan_.size(); ++attempt_) {
         BackendSlot& slot = Slot();
         std::lock_guard<std::mutex> slot_lock(slot.mutex);
@@ -207,7 +205,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       if (!backend) {
         finished_ = true;
         done_ = last_failure_ ? std::move(*last_failure_) : NoBackend();
-        info_.e2e_seconds = Since(request_.arrival, Clock::now());
+        info_.e2e_seconds = Since(request_.arrival, gateway_->clock().Now());
         route_->error(info_.backend, done_.error_kind).Add();
       } else {
         attempt = current_ = next_id_++;
@@ -248,7 +246,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     for (const auto& slot : route_->slots()) {
       std::lock_guard<std::mutex> lock(slot->mutex);
       states += (states.empty() ? "" : ", ") + slot->backend->name() + ": " +
-                CircuitStateName(slot->breaker.state(Clock::now()));
+                CircuitStateName(slot->breaker.state(gateway_->clock().Now()));
     }
     BackendResult r;
     r.kind = BackendResult::Kind::kFailed;
@@ -300,7 +298,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
 
   // A stage's answer, replayed as if a backend had given it.
   void Replay(const StageAnswer& answer) {
-    const double e2e = Since(pending_.arrival, Clock::now());
+    const double e2e = Since(pending_.arrival, gateway_->clock().Now());
     CallInfo info = info_;
     info.backend = answer.answered_by;
     info.attempts = 0;

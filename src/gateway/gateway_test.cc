@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <future>
 
 #include "tests/support/upstream_server.h"
 
@@ -19,6 +20,7 @@ class Collector : public GatewaySink {
     std::lock_guard<std::mutex> lock(mutex_);
     chunks.push_back(chunk);
     first_info = info;
+    cv_.notify_all();
   }
   void OnDone(const BackendResult& r, const CallInfo& i) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -31,9 +33,10 @@ class Collector : public GatewaySink {
     std::unique_lock<std::mutex> lock(mutex_);
     return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
   }
-  size_t num_chunks() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return chunks.size();
+  bool WaitForChunks(size_t n, double seconds = 10) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return chunks.size() >= n || done; });
+    return chunks.size() >= n;
   }
   std::vector<BackendChunk> chunks;
   BackendResult result;
@@ -58,10 +61,11 @@ std::string Backend(const std::string& name, const UpstreamServer& up, const std
          "'\nfirst_byte_timeout = 0.3\n" + extra + "\n";
 }
 
-std::shared_ptr<Gateway> Build(const std::string& toml, MetricsRegistry* metrics, const Gateway* previous = nullptr) {
+std::shared_ptr<Gateway> Build(const std::string& toml, MetricsRegistry* metrics, const Gateway* previous = nullptr,
+                               const Clock* clock = nullptr) {
   StatusOr<GatewayConfig> config = ParseGatewayConfig(toml, "test.toml");
   EXPECT_TRUE(config.ok()) << config.status().ToString();
-  StatusOr<std::shared_ptr<Gateway>> g = Gateway::Build(*config, previous, metrics);
+  StatusOr<std::shared_ptr<Gateway>> g = Gateway::Build(*config, previous, metrics, nullptr, clock);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   return g.ok() ? *g : nullptr;
 }
@@ -76,20 +80,28 @@ std::shared_ptr<Collector> Call(const Gateway& g, const std::string& body) {
 const char* kStream = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":true})";
 const char* kWhole = R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})";
 
-// A backend that answers from a thread of its own after Start returns, with a cancel
-// function that holds the call's sink, as the local and remote backends' do.
+// A backend that answers from a thread of its own once released (after Start
+// has returned), with a cancel function that holds the call's sink, as the
+// local and remote backends' do.
 class LaterBackend : public tachyon::Backend {
  public:
-  ~LaterBackend() override { Shutdown(); }
+  ~LaterBackend() override {
+    Release();
+    Shutdown();
+  }
   const std::string& name() const override { return name_; }
   const char* kind() const override { return "test"; }
   const std::string& model_name() const override { return name_; }
   CancelFn Start(BackendRequest, std::shared_ptr<BackendSink> sink) override {
-    threads_.emplace_back([sink] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    threads_.emplace_back([sink, gate = gate_] {
+      gate.wait();
       sink->OnDone(BackendResult{.body = R"({"choices":[]})"});
     });
     return [sink] { (void)sink; };
+  }
+  void Release() {
+    if (!released_) go_.set_value();
+    released_ = true;
   }
   void Shutdown() override {
     for (auto& t : threads_) {
@@ -99,6 +111,9 @@ class LaterBackend : public tachyon::Backend {
   bool OnOwnThread() const override { return false; }
 
  private:
+  std::promise<void> go_;
+  std::shared_future<void> gate_ = go_.get_future().share();
+  bool released_ = false;
   std::string name_ = "later";
   std::vector<std::thread> threads_;
 };
@@ -114,6 +129,7 @@ TEST(GatewayTest, AFinishedCallIsFreed) {
     auto sink = std::make_shared<Collector>();
     watched = sink;
     g->Handle(Chat(kWhole), sink);
+    backend->Release();  // Start has returned: the call holds the attempt's cancel function
     ASSERT_TRUE(sink->Wait());
     EXPECT_EQ(sink->result.kind, BackendResult::Kind::kOk);
   }
@@ -174,9 +190,10 @@ TEST(GatewayTest, TheBreakerOpensAfterFailuresThenAProbeClosesIt) {
   UpstreamServer a, b;
   ASSERT_TRUE(a.ok() && b.ok());
   MetricsRegistry metrics;
+  ManualClock clock;
   auto g = Build(Backend("a", a, "breaker_failures = 2\nbreaker_cooldown = 0.3") + Backend("b", b) +
                      "[[route]]\nmodel='chat'\nbackends=['a','b']\n",
-                 &metrics);
+                 &metrics, nullptr, &clock);
   a.mode = UpstreamServer::Mode::kStatus;
   for (int i = 0; i < 2; ++i) EXPECT_EQ(Call(*g, kWhole)->info.backend, "b");
   EXPECT_EQ(a.num_requests(), 2);
@@ -186,7 +203,10 @@ TEST(GatewayTest, TheBreakerOpensAfterFailuresThenAProbeClosesIt) {
   nlohmann::json health;
   EXPECT_EQ(g->Health(&health), 200) << "the route still has b";
   EXPECT_EQ(health["backends"]["a"]["state"], "open");
-  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  clock.AdvanceSeconds(0.2);
+  EXPECT_EQ(Call(*g, kWhole)->info.backend, "b") << "still open before the cooldown ends";
+  EXPECT_EQ(a.num_requests(), 2);
+  clock.AdvanceSeconds(0.15);
   a.mode = UpstreamServer::Mode::kStream;
   EXPECT_EQ(Call(*g, kWhole)->info.backend, "a") << "the half-open probe";
   EXPECT_NE(metrics.Render().find("tachyon:backend_breaker_state{backend=\"a\"} 0\n"), std::string::npos);
@@ -220,9 +240,9 @@ TEST(GatewayTest, CancelClosesTheUpstreamRequestAndFreesTheSlot) {
   auto g = Build(Backend("a", a) + "[[route]]\nmodel='chat'\nbackends=['a']\n", &metrics);
   auto sink = std::make_shared<Collector>();
   CancelFn cancel = g->Handle(Chat(kStream), sink);
-  for (int i = 0; i < 400 && sink->num_chunks() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(sink->WaitForChunks(2));
   cancel();
-  for (int i = 0; i < 400 && a.num_client_closed() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(a.WaitClientClosed(1));
   EXPECT_EQ(a.num_client_closed(), 1);
   EXPECT_FALSE(sink->Wait(0.1));
   nlohmann::json health;

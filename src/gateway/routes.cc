@@ -10,8 +10,6 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // The leading characters of the prompt as the engine would see them, for prefix affinity.
 uint64_t PrefixHash(const CompletionRequest& r, size_t num_chars) {
   std::string text;

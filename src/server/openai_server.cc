@@ -13,7 +13,7 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // Bodies up to this size are parsed on the I/O thread (tens of microseconds at most).
 constexpr size_t kInlineParseBytes = 16 << 10;
@@ -211,7 +211,7 @@ std::string OpenAiServer::RequestId(const HttpRequest& request) {
 }
 
 void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
-  const Clock::time_point arrival = Clock::now();
+  const SteadyClock::time_point arrival = SteadyClock::now();
   const std::string path = request.target.substr(0, request.target.find('?'));
   const std::shared_ptr<const OpenAiServerOptions> options = Options();
   OriginPolicyOptions origins = options->origins;
@@ -282,7 +282,7 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
 }
 
 void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
-                                    Clock::time_point arrival) {
+                                    SteadyClock::time_point arrival) {
   if (writer->closed()) return;  // gone while queued
   const std::string request_id = RequestId(http);
   auto parsed = ParseCompletionRequest(http.body, endpoint);
@@ -375,7 +375,7 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
 }
 
 void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWriter> writer,
-                                    Clock::time_point arrival) {
+                                    SteadyClock::time_point arrival) {
   if (writer->closed()) return;
   const std::string request_id = RequestId(http);
   auto parsed = ParseEmbeddingRequest(http.body);
@@ -421,7 +421,7 @@ void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWr
                                  {"status", a.http_status},
                                  {"inputs", a.num_inputs},
                                  {"prompt_tokens", a.prompt_tokens},
-                                 {"e2e_ms", std::chrono::duration<double, std::milli>(Clock::now() - arrival).count()}};
+                                 {"e2e_ms", std::chrono::duration<double, std::milli>(SteadyClock::now() - arrival).count()}};
           std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         }
       });

@@ -1,5 +1,5 @@
 // BackendRecorder: a BackendSink that keeps what a call sends, for backend tests;
-// Wait() blocks until OnDone (or a timeout).
+// Wait() blocks until OnDone, WaitForChunks until n chunks came (or a timeout).
 #pragma once
 
 #include <chrono>
@@ -18,6 +18,7 @@ class BackendRecorder : public BackendSink {
     std::lock_guard<std::mutex> lock(mutex_);
     chunks.push_back(std::move(chunk));
     times.push_back(std::chrono::steady_clock::now());
+    cv_.notify_all();
   }
   void OnDone(BackendResult r) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -28,6 +29,12 @@ class BackendRecorder : public BackendSink {
   bool Wait(double seconds = 30) {
     std::unique_lock<std::mutex> lock(mutex_);
     return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
+  }
+  // Blocks until n chunks came (or the call ended, or the timeout); true when they did.
+  bool WaitForChunks(size_t n, double seconds = 30) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return chunks.size() >= n || done; });
+    return chunks.size() >= n;
   }
   size_t num_chunks() {
     std::lock_guard<std::mutex> lock(mutex_);

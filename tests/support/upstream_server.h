@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,11 @@ class UpstreamServer {
   }
   // Requests whose client closed the connection before the answer ended.
   int num_client_closed() const { return num_closed_.load(); }
+  // Blocks until n requests' clients closed early (or the timeout); true when they did.
+  bool WaitClientClosed(int n, double seconds = 10) {
+    std::unique_lock<std::mutex> lock(closed_mutex_);
+    return closed_cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return num_closed_.load() >= n; });
+  }
 
  private:
   static std::string Chunk(bool chat, const std::string& text, const char* finish) {
@@ -99,7 +105,11 @@ class UpstreamServer {
       auto auth = r.headers.find("authorization");
       authorizations_.push_back(auth == r.headers.end() ? "" : auth->second);
     }
-    w->OnClose([this] { ++num_closed_; });
+    w->OnClose([this] {
+      std::lock_guard<std::mutex> lock(closed_mutex_);
+      ++num_closed_;
+      closed_cv_.notify_all();
+    });
     const bool stream = body.is_object() && body.value("stream", false);
     const Mode m = mode.load();
     if (m == Mode::kHang) {
@@ -150,6 +160,8 @@ class UpstreamServer {
 
   std::unique_ptr<HttpServer> server_;
   mutable std::mutex mutex_;
+  std::mutex closed_mutex_;  // its own: OnClose may run while mutex_ is held
+  std::condition_variable closed_cv_;
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<ResponseWriter>> hung_;
   std::vector<nlohmann::json> bodies_;

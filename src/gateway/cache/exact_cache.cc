@@ -9,7 +9,6 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // Integral floats become integers (1.0 and 1 are the same request); object
 // keys are already sorted (nlohmann::json keeps them in a std::map). Top-level
@@ -109,8 +108,8 @@ std::string ExactCacheKeyText(const CompletionRequest& request, const std::strin
   return CacheKeyText(AnswerBody(request, keep_model), request.endpoint, route, tenant);
 }
 
-ExactCache::ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db)
-    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)) {
+ExactCache::ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db, const Clock* clock)
+    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)), clock_(Clock::Or(clock)) {
   if (db_) {
     db_->Subscribe(CacheTable::kExact,
                    [this](CacheTable, bool put, StoredEntry e) { OnStoreChange(put, std::move(e)); });
@@ -141,8 +140,8 @@ void ExactCache::OnStoreChange(bool put, StoredEntry e) {
     }
     return;
   }
-  const double unix_now = UnixTimeSeconds();
-  const Clock::time_point now = Clock::now();
+  const double unix_now = clock_.UnixSeconds();
+  const Clock::time_point now = clock_.Now();
   auto at = [&](double unix_time) { return SteadyTime(unix_time, unix_now, now); };
   InsertLocked(e.key, Entry{.answer = std::move(e.answer),
                             .route = std::move(e.route),
@@ -185,7 +184,7 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
   if (EntryBytes(key, answer) > max_bytes_) return;  // larger than the whole cache
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
-    const double unix_now = UnixTimeSeconds();
+    const double unix_now = clock_.UnixSeconds();
     db_->Put(CacheTable::kExact, {.key = key,
                                       .route = route,
                                       .tenant = tenant,
@@ -204,9 +203,9 @@ void ExactCache::Put(const std::string& key, CapturedAnswer answer, Clock::time_
 
 Status ExactCache::Load() {
   if (!db_) return Status::Ok();
-  const double unix_now = UnixTimeSeconds();
+  const double unix_now = clock_.UnixSeconds();
   ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheTable::kExact, unix_now, max_entries_));
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock_.Now();
   auto at = [&](double unix_time) { return SteadyTime(unix_time, unix_now, now); };
   std::lock_guard<std::mutex> lock(mutex_);
   // Oldest first, so that the most recent ends at the front of the LRU.
@@ -306,15 +305,15 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
     result("bypass");
     return std::nullopt;
   }
-  const Clock::time_point start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   request.cache_key = CacheKeyHash(ExactCacheKeyText(r, route_name, request.tenant, route->second.key_model));
   if (HasCacheDirective(request.cache_control, "no-cache")) {
     result("miss");  // asked for a fresh answer; it is stored
     return std::nullopt;
   }
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = store_->clock().Now();
   std::optional<ExactCache::Entry> entry = store_->Find(request.cache_key, now);
-  lookup_seconds_->Observe(std::chrono::duration<double>(Clock::now() - start).count());
+  lookup_seconds_->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!entry) {
     result("miss");
     return std::nullopt;
@@ -329,7 +328,7 @@ void ExactCacheStage::OnAnswer(const GatewayRequest& request, const CapturedAnsw
   if (answer.finish_reason != "stop" && answer.finish_reason != "length") return;
   auto route = options_.routes.find(request.route.empty() ? request.request->model : request.route);
   if (route == options_.routes.end()) return;
-  store_->Put(request.cache_key, answer, Clock::now(), route->second.ttl_seconds, route->first, request.tenant);
+  store_->Put(request.cache_key, answer, store_->clock().Now(), route->second.ttl_seconds, route->first, request.tenant);
   entries_->Set(static_cast<double>(store_->entries()));
   bytes_->Set(static_cast<double>(store_->bytes()));
 }

@@ -26,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/clock.h"
 #include "gateway/cache/cache_store.h"
 #include "gateway/pipeline.h"
 #include "obs/metrics.h"
@@ -79,7 +80,9 @@ class ExactCache {
   };
 
   // With a shared store, the other replicas' puts and deletes reach this cache.
-  ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr);
+  // clock: what TTLs are measured on (null: the real one).
+  ExactCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr,
+             const Clock* clock = nullptr);
   ~ExactCache();
   ExactCache(const ExactCache&) = delete;
   ExactCache& operator=(const ExactCache&) = delete;
@@ -99,6 +102,9 @@ class ExactCache {
   // {"entries", "bytes", "store", "routes": {route: entries}}
   nlohmann::json Stats() const;
 
+  // What TTLs are measured on.
+  const Clock& clock() const { return clock_; }
+
  private:
   void EvictLocked();
   void InsertLocked(const std::string& key, Entry entry);
@@ -110,6 +116,7 @@ class ExactCache {
   Lru lru_;                                                // guarded by mutex_
   std::unordered_map<std::string, Lru::iterator> index_;  // guarded by mutex_
   size_t bytes_ = 0;                                       // guarded by mutex_
+  const Clock& clock_;
 };
 
 class ExactCacheStage : public Stage {

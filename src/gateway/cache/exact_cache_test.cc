@@ -13,8 +13,6 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 CompletionRequest Parse(const std::string& body) {
   auto parsed = ParseCompletionRequest(body, Endpoint::kChatCompletions);
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << body;
@@ -65,7 +63,7 @@ TEST(ExactCacheKeyTest, EverythingThatChangesTheAnswerAndNothingElse) {
 
 TEST(ExactCacheStoreTest, LruByEntriesAndBytesAndTtl) {
   ExactCache cache(2, 1 << 20);
-  const Clock::time_point t0 = Clock::now();
+  const Clock::time_point t0 = Clock::Real().Now();
   cache.Put("a", {.text = "A"}, t0, 10);
   cache.Put("b", {.text = "B"}, t0, 10);
   ASSERT_TRUE(cache.Find("a", t0));  // a is now the most recent
@@ -91,25 +89,28 @@ TEST(ExactCacheStoreTest, SqliteKeepsEntriesAcrossARestart) {
   const std::string dir = ::testing::TempDir() + "/tachyon_cache_db_" + std::to_string(::getpid());
   const std::string path = dir + "/sub/cache.db";
   std::filesystem::remove_all(dir);
-  const Clock::time_point t0 = Clock::now();
+  ManualClock clock;
+  const Clock::time_point t0 = clock.Now();
   {
     auto db = *CacheDb::Open(path);  // the directory is made
-    ExactCache cache(2, 1 << 20, std::move(db));
+    ExactCache cache(2, 1 << 20, std::move(db), &clock);
     cache.Put("a", {.model = "chat", .text = "A", .finish_reason = "stop", .has_usage = true, .usage = {1, 2}}, t0, 60);
     cache.Put("short", {.text = "S"}, t0, 0.001);
     cache.Put("b", {.text = "B"}, t0, 60);
     cache.Put("c", {.text = "C"}, t0, 60);  // evicts "a" (2 entries at most)
     cache.db()->Flush();
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "short" expires
-  ExactCache reopened(10, 1 << 20, *CacheDb::Open(path));
+  clock.AdvanceSeconds(1);  // "short" expires
+  ExactCache reopened(10, 1 << 20, *CacheDb::Open(path), &clock);
   ASSERT_TRUE(reopened.Load().ok());
   EXPECT_EQ(reopened.entries(), 2u);
-  EXPECT_FALSE(reopened.Find("a", Clock::now()));
-  EXPECT_FALSE(reopened.Find("short", Clock::now()));
-  ASSERT_TRUE(reopened.Find("c", Clock::now()));
-  EXPECT_EQ(reopened.Find("c", Clock::now())->answer.text, "C");
-  EXPECT_EQ(reopened.Find("b", Clock::now())->answer.text, "B");
+  EXPECT_FALSE(reopened.Find("a", clock.Now()));
+  EXPECT_FALSE(reopened.Find("short", clock.Now()));
+  ASSERT_TRUE(reopened.Find("c", clock.Now()));
+  EXPECT_EQ(reopened.Find("c", clock.Now())->answer.text, "C");
+  EXPECT_EQ(reopened.Find("b", clock.Now())->answer.text, "B");
+  clock.AdvanceSeconds(60);
+  EXPECT_FALSE(reopened.Find("c", clock.Now())) << "60 s later the rest have expired too";
   std::filesystem::remove_all(dir);
   EXPECT_FALSE(CacheDb::Open("/proc/no/such/dir/cache.db").ok());
 }

@@ -8,7 +8,6 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 constexpr size_t kCandidates = 4;  // nearest entries checked per lookup
 
@@ -58,8 +57,9 @@ bool SemanticKey(const CompletionRequest& request, const std::string& route, con
   return true;
 }
 
-SemanticCache::SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db, Counter* dropped)
-    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)), dropped_(dropped) {
+SemanticCache::SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db, Counter* dropped,
+                             const Clock* clock)
+    : max_entries_(max_entries), max_bytes_(max_bytes), db_(std::move(db)), dropped_(dropped), clock_(Clock::Or(clock)) {
   if (db_) {
     db_->Subscribe(CacheTable::kSemantic,
                    [this](CacheTable, bool put, StoredEntry e) { OnStoreChange(put, std::move(e)); });
@@ -145,15 +145,15 @@ void SemanticCache::OnStoreChange(bool put, StoredEntry e) {
     if (auto it = by_key_.find(e.key); it != by_key_.end()) EraseLocked(it->second, false);
     return;
   }
-  InsertLocked(FromStored(e, UnixTimeSeconds(), Clock::now()));
+  InsertLocked(FromStored(e, clock_.UnixSeconds(), clock_.Now()));
   EvictLocked();
 }
 
 Status SemanticCache::Load() {
   if (!db_) return Status::Ok();
-  const double unix_now = UnixTimeSeconds();
+  const double unix_now = clock_.UnixSeconds();
   ASSIGN_OR_RETURN(std::vector<StoredEntry> stored, db_->Load(CacheTable::kSemantic, unix_now, max_entries_));
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock_.Now();
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = stored.rbegin(); it != stored.rend(); ++it) {  // oldest first: the newest ends in front
     InsertLocked(FromStored(*it, unix_now, now));
@@ -246,12 +246,12 @@ void SemanticCache::Touch(const std::string& key) {
 void SemanticCache::Put(SemanticEntry entry, double ttl_seconds) {
   auto e = std::make_shared<SemanticEntry>(std::move(entry));
   if (EntryBytes(*e) > max_bytes_) return;  // larger than the whole cache
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock_.Now();
   e->stored = now;
   e->expires = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_seconds));
   std::lock_guard<std::mutex> lock(mutex_);
   if (db_) {
-    const double unix_now = UnixTimeSeconds();
+    const double unix_now = clock_.UnixSeconds();
     db_->Put(CacheTable::kSemantic, {.key = e->key,
                                          .route = e->route,
                                          .tenant = e->tenant,
@@ -355,7 +355,7 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
     result("bypass");
     return std::nullopt;
   }
-  const Clock::time_point start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   StatusOr<std::vector<float>> vector = options.embedder->Embed(std::span<const std::string>(&question, 1));
   if (!vector.ok()) {
     std::fprintf(stderr, "tachyon: semantic cache: embedding failed (%s); not cached\n",
@@ -371,7 +371,7 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
     result("miss");  // a fresh answer asked for; it is stored
     return std::nullopt;
   }
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = store_->clock().Now();
   const std::vector<SemanticCache::Candidate> candidates =
       store_->Search(request.semantic_embedder, request.semantic_scope, request.semantic_vector, kCandidates, now);
   const HitOptions& hit = options.hit;
@@ -385,7 +385,7 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
     }
     if (d.rejected_by != "similarity") rejections_->With({std::string(d.rejected_by)}).Add();
   }
-  lookup_seconds_->Observe(std::chrono::duration<double>(Clock::now() - start).count());
+  lookup_seconds_->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!chosen) {
     if (!candidates.empty() && candidates[0].similarity >= hit.threshold - std::max(0.1, hit.band)) {
       similarity_->With({"near_miss"}).Observe(candidates[0].similarity);

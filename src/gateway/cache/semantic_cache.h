@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "embed/embedder.h"
 #include "embed/pair_verifier.h"
 #include "gateway/cache/cache_store.h"
@@ -63,8 +64,9 @@ class SemanticCache {
  public:
   // With a shared store, the other replicas' puts and deletes reach this cache.
   // `dropped` (may be null) counts answers PutLater turned away at kMaxQueuedPuts.
+  // clock: what TTLs are measured on (null: the real one).
   SemanticCache(size_t max_entries, size_t max_bytes, std::shared_ptr<CacheStore> db = nullptr,
-                Counter* dropped = nullptr);
+                Counter* dropped = nullptr, const Clock* clock = nullptr);
   // Answers waiting for the inserter at most; past it PutLater drops them (counted).
   static constexpr size_t kMaxQueuedPuts = 4096;
   ~SemanticCache();
@@ -98,6 +100,9 @@ class SemanticCache {
   size_t bytes() const;
   nlohmann::json Stats() const;
 
+  // What TTLs are measured on.
+  const Clock& clock() const { return clock_; }
+
  private:
   using Lru = std::list<std::shared_ptr<SemanticEntry>>;  // most recent first
   // Invariant: every entry of an embedder id has its index's dimension; an entry
@@ -126,6 +131,7 @@ class SemanticCache {
   Counter* dropped_ = nullptr;
   bool putting_ = false, puts_stopping_ = false;       // guarded by puts_mutex_
   std::thread inserter_;                               // started by the first PutLater
+  const Clock& clock_;
 };
 
 struct SemanticRouteOptions {

@@ -17,8 +17,6 @@
 namespace tachyon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::vector<float> RandomUnit(std::mt19937& rng, int dim) {
   std::normal_distribution<float> normal;
   std::vector<float> v(static_cast<size_t>(dim));
@@ -234,31 +232,32 @@ TEST(SemanticCacheStoreTest, BoundsTtlPurgeAndRestart) {
   std::filesystem::remove_all(dir);
   std::mt19937 rng(5);
   const std::vector<float> a = RandomUnit(rng, 16), b = RandomUnit(rng, 16), c = RandomUnit(rng, 16);
+  ManualClock clock;
   {
     std::shared_ptr<CacheDb> db = *CacheDb::Open(path);
-    SemanticCache cache(2, 1 << 20, db);
+    SemanticCache cache(2, 1 << 20, db, nullptr, &clock);
     cache.Put(Entry("a", "s", a), 60);
     cache.Put(Entry("short", "s", c), 0.001);
     cache.Put(Entry("b", "s", b, "tenant-b"), 60);
     EXPECT_EQ(cache.entries(), 2u);  // "a" evicted (at most 2)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    clock.AdvanceSeconds(1);
     // "short" is expired: dropped when found.
-    auto found = cache.Search("test", "s", c, 4, Clock::now());
+    auto found = cache.Search("test", "s", c, 4, clock.Now());
     for (const auto& candidate : found) EXPECT_NE(candidate.entry->key, "short");
     EXPECT_EQ(cache.entries(), 1u);
     cache.Put(Entry("c", "s", c), 60);
     db->Flush();
   }
-  SemanticCache reopened(10, 1 << 20, *CacheDb::Open(path));
+  SemanticCache reopened(10, 1 << 20, *CacheDb::Open(path), nullptr, &clock);
   ASSERT_TRUE(reopened.Load().ok());
   EXPECT_EQ(reopened.entries(), 2u);
-  auto top = reopened.Search("test", "s", b, 1, Clock::now());
+  auto top = reopened.Search("test", "s", b, 1, clock.Now());
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].entry->key, "b");
   EXPECT_EQ(top[0].entry->answer.text, "answer b");
   EXPECT_NEAR(top[0].similarity, 1.0f, 1e-5);
-  EXPECT_TRUE(reopened.Search("test", "other scope", b, 1, Clock::now()).empty());
-  EXPECT_TRUE(reopened.Search("other embedder", "s", b, 1, Clock::now()).empty());
+  EXPECT_TRUE(reopened.Search("test", "other scope", b, 1, clock.Now()).empty());
+  EXPECT_TRUE(reopened.Search("other embedder", "s", b, 1, clock.Now()).empty());
   EXPECT_EQ(reopened.Purge("", "tenant-b"), 1u);
   EXPECT_EQ(reopened.entries(), 1u);
   EXPECT_EQ(reopened.Purge("chat"), 1u);
@@ -287,18 +286,18 @@ TEST(SemanticCacheStoreTest, AnotherDimensionUnderOneEmbedderIsAMissAndDropsTheO
   ASSERT_TRUE(cache.Load().ok());
   ASSERT_EQ(cache.entries(), 2u);
   const std::vector<float> query = RandomUnit(rng, 8);
-  EXPECT_TRUE(cache.Search("test", "s", query, 4, Clock::now()).empty());
+  EXPECT_TRUE(cache.Search("test", "s", query, 4, Clock::Real().Now()).empty());
   EXPECT_EQ(cache.entries(), 0u) << "entries that can never match again are dropped";
   // The new dimension's entries are found as usual.
   cache.Put(Entry("new", "s", query), 60);
-  auto top = cache.Search("test", "s", query, 1, Clock::now());
+  auto top = cache.Search("test", "s", query, 1, Clock::Real().Now());
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].entry->key, "new");
   // An old-dimension entry arriving later (another replica not yet upgraded) takes
   // over the id: the newest dimension wins, and a query of the other misses.
   cache.Put(Entry("late", "s", old_a), 60);
   EXPECT_EQ(cache.entries(), 1u);
-  EXPECT_TRUE(cache.Search("test", "s", query, 4, Clock::now()).empty());
+  EXPECT_TRUE(cache.Search("test", "s", query, 4, Clock::Real().Now()).empty());
   db->Flush();
   SemanticCache reopened(10, 1 << 20, *CacheDb::Open(dir + "/cache.db"));
   ASSERT_TRUE(reopened.Load().ok());

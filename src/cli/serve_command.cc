@@ -271,6 +271,49 @@ std::string RestartOnlyChanges(const ServerSettings& running, const ServerSettin
   return out;
 }
 
+// SIGHUP: the config file read, validated and built again; on any error the
+// running gateway and [server] stay as they are. Counted in
+// tachyon:config_reloads_total{result="applied"|"refused"}.
+void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, const Gateway::Offload& offload,
+            ServerSettings* settings, OpenAiServer* service, GatewayHolder* holder, MetricsRegistry* metrics) {
+  auto count = [metrics](const char* result) {
+    metrics->AddCounter("tachyon:config_reloads_total", "SIGHUP reloads of --config, by result", {"result"})
+        .With({result})
+        .Add();
+  };
+  StatusOr<GatewayConfig> reloaded = LoadGatewayConfig(flags.config);
+  if (!reloaded.ok()) {
+    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
+                 reloaded.status().message().c_str());
+    return count("refused");
+  }
+  // Keys, origins, hosts and the access log change at once; sockets, threads and
+  // limits only at a restart, so a file that changes them is not taken at all.
+  ServerSettings next = Settle(flags, api_key, &*reloaded);
+  if (const std::string changes = RestartOnlyChanges(*settings, next); !changes.empty()) {
+    std::fprintf(stderr,
+                 "tachyon serve: SIGHUP: the config was NOT reloaded: [server] changes that take a restart: %s "
+                 "(restore them to reload the rest)\n",
+                 changes.c_str());
+    return count("refused");
+  }
+  StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*reloaded, holder->Get().get(), metrics, offload);
+  if (!gateway.ok()) {
+    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
+                 gateway.status().message().c_str());
+    return count("refused");
+  }
+  service->SetOptions(next.server);
+  *settings = std::move(next);
+  holder->Set(*gateway);
+  DescribeConfig(*reloaded);
+  std::fprintf(stderr,
+               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts "
+               "and access log (requests in flight finish on the old config)\n",
+               flags.config.c_str());
+  count("applied");
+}
+
 int Run(const ServeFlags& flags) {
   // SIGINT/SIGTERM/SIGHUP are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -307,6 +350,10 @@ int Run(const ServeFlags& flags) {
   auto pool = std::make_unique<WorkerPool>(settings.workers);
   const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };
   if (config) {
+    for (const char* result : {"applied", "refused"}) {  // both series from the start, at 0
+      metrics.AddCounter("tachyon:config_reloads_total", "SIGHUP reloads of --config, by result", {"result"})
+          .With({result});
+    }
     StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
     DescribeConfig(*config);
@@ -338,37 +385,7 @@ int Run(const ServeFlags& flags) {
       std::fprintf(stderr, "tachyon serve: SIGHUP: no --config to reload\n");
       continue;
     }
-    // Validated and built first; on any error the running gateway and [server] stay as they are.
-    StatusOr<GatewayConfig> reloaded = LoadGatewayConfig(flags.config);
-    if (!reloaded.ok()) {
-      std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
-                   reloaded.status().message().c_str());
-      continue;
-    }
-    // Keys, origins, hosts and the access log change at once; sockets, threads and
-    // limits only at a restart, so a file that changes them is not taken at all.
-    ServerSettings next = Settle(flags, *api_key, &*reloaded);
-    if (const std::string changes = RestartOnlyChanges(settings, next); !changes.empty()) {
-      std::fprintf(stderr,
-                   "tachyon serve: SIGHUP: the config was NOT reloaded: [server] changes that take a restart: %s "
-                   "(restore them to reload the rest)\n",
-                   changes.c_str());
-      continue;
-    }
-    StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*reloaded, holder.Get().get(), &metrics, offload);
-    if (!gateway.ok()) {
-      std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
-                   gateway.status().message().c_str());
-      continue;
-    }
-    service.SetOptions(next.server);
-    settings = std::move(next);
-    holder.Set(*gateway);
-    DescribeConfig(*reloaded);
-    std::fprintf(stderr,
-                 "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts "
-                 "and access log (requests in flight finish on the old config)\n",
-                 flags.config.c_str());
+    Reload(flags, *api_key, offload, &settings, &service, &holder, &metrics);
   }
   std::fprintf(stderr, "tachyon serve: %s: finishing open responses (up to %.0f s)\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM", flags.grace_seconds);

@@ -4,20 +4,24 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "gateway_config_files.h"
 #include "run_command.h"
 #include "server_process.h"
+#include "tests/support/eventually.h"
 #include "tests/support/redis_server.h"
 
 namespace tachyon::e2e {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Eventually;
 
 // A greedy chat request to route "chat", 5 tokens: the question, after a system prompt when one is given.
 std::string ChatBody(const std::string& question, const std::string& system = "") {
@@ -139,11 +143,10 @@ TEST_F(GatewayE2eTest, SighupReloadsAValidConfigAndKeepsTheOldOnErrors) {
   EXPECT_EQ(nlohmann::json::parse(Curl(gateway.url() + "/v1/models"))["data"][0]["id"], "first");
   auto models_after = [&](const std::string& expect) {
     std::string id;
-    for (int i = 0; i < 100; ++i) {
+    Eventually([&] {
       id = nlohmann::json::parse(Curl(gateway.url() + "/v1/models"))["data"][0]["id"];
-      if (id == expect) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+      return id == expect;
+    });
     return id;
   };
   std::ofstream(path) << Backend("a", *up) << "[[route]]\nmodel = \"second\"\nbackends = [\"a\"]\n";
@@ -151,8 +154,12 @@ TEST_F(GatewayE2eTest, SighupReloadsAValidConfigAndKeepsTheOldOnErrors) {
   EXPECT_EQ(models_after("second"), "second");
   std::ofstream(path) << "[[route]]\nmodel = \"third\"\nbackends = [\"nope\"]\n";  // invalid
   gateway.Signal(SIGHUP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(models_after("second"), "second") << "an invalid config is not applied";
+  EXPECT_TRUE(Eventually([&] {
+    return Curl(gateway.url() + "/metrics").find("tachyon:config_reloads_total{result=\"refused\"} 1\n") !=
+           std::string::npos;
+  })) << "the invalid config was not refused";
+  EXPECT_EQ(nlohmann::json::parse(Curl(gateway.url() + "/v1/models"))["data"][0]["id"], "second")
+      << "an invalid config is not applied";
   auto ok = nlohmann::json::parse(Post(gateway.url() + "/v1/completions", R"({"model":"second","prompt":"x"})"));
   EXPECT_EQ(ok["choices"][0]["text"], " tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok");
   EXPECT_EQ(gateway.Stop(), 0);
@@ -394,18 +401,21 @@ TEST_F(GatewayE2eTest, ReplicasShareTheCacheThroughRedis) {
   EXPECT_NE(Post(a.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i").find("x-tachyon-backend: good"),
             std::string::npos);
   bool exact = false, semantic = false;
-  for (int i = 0; i < 100 && !(exact && semantic); ++i) {  // the log reaches b within milliseconds
+  Eventually([&] {  // the log reaches b within milliseconds
     exact = Post(b.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i").find("x-tachyon-backend: exact-cache") !=
             std::string::npos;
     semantic = Post(b.url() + "/v1/chat/completions", ChatBody("who are you"), "-i")
                    .find("x-tachyon-backend: semantic-cache") != std::string::npos;
-    if (!(exact && semantic)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return exact && semantic;
+  });
   EXPECT_TRUE(exact) << "b serves a's answer from the exact cache";
   EXPECT_TRUE(semantic) << "b serves a's answer from the semantic cache";
   redis.Stop();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the stores notice
-  const std::string down = Post(b.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i");
+  std::string down;
+  Eventually([&] {  // the stores notice Redis is gone: their entries are no longer trusted
+    down = Post(b.url() + "/v1/chat/completions", ChatBody("Who are you?"), "-i");
+    return down.find("x-tachyon-backend: good") != std::string::npos;
+  });
   EXPECT_NE(down.find("HTTP/1.1 200"), std::string::npos) << down;
   EXPECT_NE(down.find("x-tachyon-backend: good"), std::string::npos) << "Redis down: a miss, answered upstream";
   EXPECT_NE(Curl(b.url() + "/metrics").find("tachyon:cache_store_errors_total{store=\"redis\",reason=\""), std::string::npos);
@@ -434,7 +444,9 @@ TEST_F(GatewayE2eTest, CachesSurviveKillNineWithoutPartialEntries) {
            R"("}],"max_tokens":)" + std::to_string(1 + i % 7) + R"(,"temperature":0})";
   };
   constexpr int kRequests = 200;
-  std::atomic<int> answered{0};
+  int answered = 0;
+  std::mutex answered_mutex;
+  std::condition_variable answered_cv;
   std::vector<std::thread> clients;
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&, c] {
@@ -442,16 +454,22 @@ TEST_F(GatewayE2eTest, CachesSurviveKillNineWithoutPartialEntries) {
         const std::string file = TempFile("kill_body_" + std::to_string(c) + ".json");
         { std::ofstream(file) << body(i); }
         Curl("-X POST -H 'Content-Type: application/json' --data-binary @" + file + " " + url);
+        std::lock_guard<std::mutex> lock(answered_mutex);
         ++answered;
+        answered_cv.notify_all();
       }
     });
   }
-  // Killed once some answers are in (and had time to reach the file) while the
-  // clients keep sending: the kill lands among writes.
-  for (int waited = 0; answered < 20 && waited < 3000; waited += 5) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Killed once some answers are in and the store has written to its file (the
+  // WAL) while the clients keep sending: the kill lands among writes.
+  {
+    std::unique_lock<std::mutex> lock(answered_mutex);
+    answered_cv.wait_for(lock, std::chrono::seconds(30), [&] { return answered >= 20; });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(Eventually([&] {
+    std::error_code error;
+    return fs::file_size(db + "-wal", error) > 0 && !error;
+  })) << "the store wrote nothing";
   gateway->Kill();
   for (std::thread& t : clients) t.join();
   good->Stop();  // from here on only the restored store can answer: nothing new is stored

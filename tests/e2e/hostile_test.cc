@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server_process.h"
+#include "tests/support/eventually.h"
 
 namespace tachyon::e2e {
 namespace {
@@ -90,15 +91,12 @@ std::string Metrics(int port) {
 // Waits until the server is idle: no KV blocks in use, no request running, one open
 // connection (the probe's own).
 bool WaitIdle(int port, const std::string& engine, std::string* last) {
-  for (int i = 0; i < 200; ++i) {
+  return testing::Eventually([&] {
     *last = Metrics(port);
-    if (Metric(*last, "tachyon:kv_cache_usage_perc" + engine) == 0 &&
-        Metric(*last, "tachyon:num_requests_running" + engine) == 0 && Metric(*last, "tachyon:http_connections") == 1) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+    return Metric(*last, "tachyon:kv_cache_usage_perc" + engine) == 0 &&
+           Metric(*last, "tachyon:num_requests_running" + engine) == 0 &&
+           Metric(*last, "tachyon:http_connections") == 1;
+  });
 }
 
 struct Case {
@@ -294,19 +292,17 @@ TEST(HostileDemoTest, AbandonedNonStreamingRequestsAreCancelled) {
   const std::string route = "{model_name=\"" + demo + "\",route=\"" + demo + "\",backend=\"local\"}";
   // Closed once the engine has the 16 the queue admits (the other 48 got their 429).
   std::string metrics;
-  for (int i = 0; i < 1200; ++i) {
+  testing::Eventually([&] {
     metrics = Metrics(port);
-    if (Metric(metrics, "tachyon:num_requests_running" + engine) + Metric(metrics, "tachyon:num_requests_waiting" + engine) ==
-        16) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return Metric(metrics, "tachyon:num_requests_running" + engine) +
+               Metric(metrics, "tachyon:num_requests_waiting" + engine) ==
+           16;
+  }, 60);
   for (int fd : fds) ::close(fd);
-  for (int i = 0; i < 1200 && Metric(metrics, "tachyon:request_cancelled_total" + route) < 16; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  testing::Eventually([&] {
     metrics = Metrics(port);
-  }
+    return Metric(metrics, "tachyon:request_cancelled_total" + route) >= 16;
+  }, 60);
   EXPECT_EQ(Metric(metrics, "tachyon:request_cancelled_total" + route), 16) << metrics;
   EXPECT_TRUE(WaitIdle(port, engine, &metrics)) << metrics;
   const Answer next = Parse(Exchange(port, Request("POST", "/v1/completions", R"({"prompt":"Once","max_tokens":4})")));
@@ -331,11 +327,10 @@ TEST(HostileDemoTest, AStreamNobodyReadsIsPausedThenDropped) {
   const std::string engine = "{model_name=\"" + demo + "\",backend=\"local\"}";
   std::string metrics;
   bool cancelled = false;
-  for (int i = 0; i < 1200 && !cancelled; ++i) {  // about a second here; longer under sanitizers
+  cancelled = testing::Eventually([&] {  // about a second here; longer under sanitizers
     metrics = Metrics(port);
-    cancelled = Metric(metrics, "tachyon:request_cancelled_total" + route) == 1;
-    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return Metric(metrics, "tachyon:request_cancelled_total" + route) == 1;
+  }, 60);
   EXPECT_TRUE(cancelled) << metrics;
   EXPECT_LT(Metric(metrics, "tachyon:generation_tokens_total" + engine), 1900) << "it never ran to its end";
   EXPECT_TRUE(WaitIdle(port, engine, &metrics)) << metrics;

@@ -16,6 +16,7 @@
 #include "gateway_config_files.h"
 #include "run_command.h"
 #include "server_process.h"
+#include "tests/support/eventually.h"
 #include "tests/support/redis_server.h"
 
 namespace tachyon::e2e {
@@ -56,16 +57,10 @@ std::string DeepObject(size_t depth) {
 
 constexpr size_t kMillion = 1000000;
 
-// Polls `ok` every 100 ms for up to `seconds`; true as soon as it holds.
-// (A stored answer reaches its cache just after the client has it: the store runs
-// when the answer has been written, and the semantic index inserts on a thread.)
-bool Eventually(const std::function<bool()>& ok, double seconds = 10) {
-  for (int i = 0; i < static_cast<int>(seconds * 10); ++i) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return ok();
-}
+// A stored answer reaches its cache just after the client has it (the store
+// runs when the answer has been written, and the semantic index inserts on a
+// thread): the tests ask again until it is there.
+using testing::Eventually;
 
 // A 400 json_too_deep, and the process still answers.
 void ExpectRefusedAsTooDeep(const std::string& answer, const ServerProcess& server, const std::string& what) {
@@ -309,7 +304,11 @@ TEST_F(ReliabilityE2eTest, SighupAppliesKeysAndOriginsOrRefusesTheReload) {
   std::ofstream(key_file) << "key-three\n";
   WriteConfig("sighup.toml", config_text("allowed_origins = [\"https://app.example.com\"]\nmax_connections = 7\n"));
   gateway.Signal(SIGHUP);
-  EXPECT_FALSE(Eventually([&] { return status_with("key-three") == 200; }, 2)) << "a refused reload was applied";
+  EXPECT_TRUE(Eventually([&] {
+    return Curl("-H 'Authorization: Bearer key-two' " + gateway.url() + "/metrics")
+               .find("tachyon:config_reloads_total{result=\"refused\"} 1\n") != std::string::npos;
+  })) << "the reload was not refused";
+  EXPECT_NE(status_with("key-three"), 200) << "a refused reload was applied";
   EXPECT_EQ(status_with("key-two"), 200);
   // Restored, the next SIGHUP takes the new key.
   WriteConfig("sighup.toml", config_text("allowed_origins = [\"https://app.example.com\"]\n"));

@@ -9,6 +9,7 @@
 
 #include "run_command.h"
 #include "server_process.h"
+#include "tests/support/eventually.h"
 #include "tests/support/json_schema_validator.h"
 #include "tests/support/test_schemas.h"
 
@@ -177,14 +178,11 @@ TEST(ServeDemoTest, DisconnectCancelsTheRequestAndFreesItsBlocks) {
   const std::string engine = "{model_name=\"" + demo + "\",backend=\"local\"}";
   const std::string route = "{model_name=\"" + demo + "\",route=\"" + demo + "\",backend=\"local\"}";
   std::string metrics;
-  for (int i = 0; i < 100; ++i) {
+  testing::Eventually([&] {
     metrics = Curl(server.url() + "/metrics");
-    if (metrics.find("request_cancelled_total" + route + " 1\n") != std::string::npos &&
-        metrics.find("kv_cache_usage_perc" + engine + " 0\n") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return metrics.find("request_cancelled_total" + route + " 1\n") != std::string::npos &&
+           metrics.find("kv_cache_usage_perc" + engine + " 0\n") != std::string::npos;
+  }, 5);
   EXPECT_NE(metrics.find("request_cancelled_total" + route + " 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("kv_cache_usage_perc" + engine + " 0\n"), std::string::npos) << "blocks in use back to 0";
   EXPECT_EQ(server.Stop(), 0);

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/eventually.h"
+
 namespace tachyon::testing_util {
 
 inline int FreePort() {
@@ -52,7 +54,7 @@ class RedisServer {
       ::_exit(127);
     }
     // Up when it answers.
-    for (int i = 0; i < 100; ++i) {
+    tachyon::testing::Eventually([&] {
       const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in a{};
       a.sin_family = AF_INET;
@@ -60,9 +62,8 @@ class RedisServer {
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
       ::close(fd);
-      if (up) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+      return up;
+    }, 5, 0.05);
   }
   void Stop() {
     if (pid_ <= 0) return;

@@ -11,22 +11,14 @@
 
 #include "gateway/cache/exact_cache.h"
 #include "gateway/cache/semantic_cache.h"
+#include "tests/support/eventually.h"
 #include "tests/support/redis_server.h"
 
 namespace tachyon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <typename F>
-bool Eventually(F condition, double seconds = 10.0) {
-  const Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  while (Clock::now() < end) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
+using testing::Eventually;  // the store's state lives in redis-server, another process
 
 class RedisStoreTest : public ::testing::Test {
  protected:
@@ -200,6 +192,9 @@ TEST(RedisAuthTest, APasswordInTheUrlOrFromOptionsAndAWrongOneBacksOff) {
   for (int i = 0; i < 50; ++i) {
     refused_cache.Put("w" + std::to_string(i), {.text = "x", .finish_reason = "stop"}, Clock::now(), 60);
   }
+  // Real time must pass here: the stores' threads back off on the real clock
+  // (their waits are condition variables with deadlines), and what is measured is
+  // how often they try in 3 s.
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const int64_t during = ConnectionsReceived(db0) - before;
   // Two stores, a reader and a writer each, over 3 s of doubling pauses: a handful.

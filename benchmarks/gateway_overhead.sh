@@ -25,7 +25,7 @@
 #   SECTIONS="1" benchmarks/gateway_overhead.sh   (only the parts named)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tachyon=build/release/src/cli/tachyon
+tachyon=${TACHYON:-build/release/src/cli/tachyon}
 mock=build/release/tests/support/mock_upstream
 RATE=${RATE:-500} SECONDS_PER_RUN=${SECONDS_PER_RUN:-10} PAIRS=${PAIRS:-3}
 SWEEP=${SWEEP:-"1000 2000 3000 4000"} SECTIONS=${SECTIONS:-"1 2 3 4"}

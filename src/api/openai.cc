@@ -435,6 +435,27 @@ json ToolCallsJson(const std::vector<ToolCall>& calls, int first_index, bool wit
 
 }  // namespace
 
+std::optional<std::string> PlainAnswerText(const nlohmann::json& body, Endpoint endpoint) {
+  if (!body.is_object() || !body.contains("choices") || !body["choices"].is_array() || body["choices"].size() != 1 ||
+      !body["choices"][0].is_object()) {
+    return std::nullopt;
+  }
+  const nlohmann::json& choice = body["choices"][0];
+  const nlohmann::json* text = nullptr;
+  if (endpoint == Endpoint::kChatCompletions) {
+    if (!choice.contains("message") || !choice["message"].is_object()) return std::nullopt;
+    const nlohmann::json& message = choice["message"];
+    for (const char* calls : {"tool_calls", "function_call"}) {
+      if (message.contains(calls) && !message[calls].is_null()) return std::nullopt;
+    }
+    if (message.contains("content")) text = &message["content"];
+  } else if (choice.contains("text")) {
+    text = &choice["text"];
+  }
+  if (text == nullptr || !text->is_string()) return std::nullopt;
+  return text->get<std::string>();
+}
+
 std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                            const std::string& text, const std::string& reason, const Usage& usage,
                            const std::vector<LogprobEntry>* logprobs, const std::vector<ToolCall>* tool_calls) {

@@ -126,6 +126,11 @@ std::string CompletionBody(Endpoint endpoint, const std::string& id, int64_t cre
                            const std::string& text, const std::string& finish_reason, const Usage& usage,
                            const std::vector<LogprobEntry>* logprobs = nullptr,
                            const std::vector<ToolCall>* tool_calls = nullptr);
+// The text of a whole (non-streamed) answer's body when it is one choice of
+// plain text: a chat message's string content with no tool calls (its
+// reasoning_content is not part of it), or a completion's text; nullopt for
+// anything else (several choices, tool calls, no text).
+std::optional<std::string> PlainAnswerText(const nlohmann::json& body, Endpoint endpoint);
 // One SSE chunk's JSON; `first` adds the assistant role to a chat delta.
 // tool_calls: delta.tool_calls, indexed from first_call_index, each with its
 // id, name and whole arguments.

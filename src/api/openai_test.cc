@@ -169,6 +169,30 @@ TEST(OpenAiTest, ABodyNestedPastTheBoundIsRefusedNamingIt) {
             "json_too_deep");
 }
 
+// A whole answer's text as data (what the caches keep): one choice of plain
+// text only; tool calls, several choices or no text give none.
+TEST(OpenAiTest, PlainAnswerTextOfWholeBodies) {
+  using json = nlohmann::json;
+  const json chat = json::parse(R"({"choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},
+                                     "finish_reason":"stop"}]})");
+  EXPECT_EQ(PlainAnswerText(chat, Endpoint::kChatCompletions), "Hi.");
+  EXPECT_EQ(PlainAnswerText(json::parse(R"({"choices":[{"text":" once"}]})"), Endpoint::kCompletions), " once");
+  EXPECT_EQ(PlainAnswerText(json::parse(CompletionBody(Endpoint::kChatCompletions, "id", 1, "m", "made here", "stop",
+                                                      {1, 2})),
+                            Endpoint::kChatCompletions),
+            "made here")
+      << "a body this server writes reads back to its text";
+  for (const char* no : {
+           R"({"choices":[{"message":{"content":null,"tool_calls":[{"id":"c","type":"function"}]}}]})",
+           R"({"choices":[{"message":{"content":"x","function_call":{"name":"f"}}}]})",
+           R"({"choices":[{"message":{"content":"a"}},{"message":{"content":"b"}}]})",
+           R"({"choices":[]})", R"({"choices":[{"message":{"content":[{"type":"text"}]}}]})", R"([1])",
+           R"({"choices":[{"message":"text"}]})"}) {
+    EXPECT_FALSE(PlainAnswerText(json::parse(no), Endpoint::kChatCompletions)) << no;
+  }
+  EXPECT_FALSE(PlainAnswerText(chat, Endpoint::kCompletions)) << "a chat body read as a completion has no text";
+}
+
 TEST(OpenAiTest, ResponseShapes) {
   auto error = nlohmann::json::parse(ErrorBody({404, "no such model", "not_found_error", "model", "model_not_found"}));
   EXPECT_EQ(error["error"]["message"], "no such model");

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/openai.h"
@@ -52,6 +53,10 @@ struct BackendResult {
   int http_status = 200;
   std::string content_type = "application/json";
   std::string body;          // kOk and not streamed: the answer; kRejected: the error body
+  // kOk and not streamed: the answer's text as data, when the answer is one
+  // choice of plain text (no tool calls); absent otherwise. What the caches keep,
+  // so that nothing parses `body` back.
+  std::optional<std::string> text;
   ApiError error;            // kFailed, kBroken: what the client is told
   std::string error_kind;    // for metrics: connect, first_byte_timeout, timeout, upstream_5xx, truncated, ...
   std::string finish_reason;

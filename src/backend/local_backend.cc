@@ -555,6 +555,7 @@ void LocalBackend::Finish(Call& call, FinishReason reason, bool stopped) {
     result.body = CompletionBody(r.endpoint, call.request.id, call.request.created, call.request.model_name, content,
                                  result.finish_reason, result.usage, r.num_logprobs >= 0 ? &call.logprobs : nullptr,
                                  &calls);
+    if (calls.empty()) result.text = content;
     call.sink->OnDone(std::move(result));
     return;
   }

@@ -214,6 +214,7 @@ struct RemoteBackend::Call {
         j["choices"][0]["finish_reason"].is_string()) {
       result.finish_reason = j["choices"][0]["finish_reason"].get<std::string>();
     }
+    result.text = PlainAnswerText(j, chat ? Endpoint::kChatCompletions : Endpoint::kCompletions);
     result.kind = BackendResult::Kind::kOk;
     result.body = std::move(body);
     Finish(std::move(result));

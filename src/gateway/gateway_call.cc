@@ -2,7 +2,6 @@
 
 #include <optional>
 
-#include "api/json_parse.h"
 
 namespace tachyon {
 namespace {
@@ -269,29 +268,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
                           .has_usage = done_.has_usage,
                           .usage = done_.usage};
     if (!capture_->streamed) {
-      // The whole body: one choice of plain text, no tool calls (its reasoning_content is not kept).
-      nlohmann::json body = ParseJson(done_.body);
-      if (body.is_discarded() || !body.contains("choices") || !body["choices"].is_array() ||
-          body["choices"].size() != 1 || !body["choices"][0].is_object()) {
-        return;
-      }
-      const nlohmann::json& choice = body["choices"][0];
-      const nlohmann::json* text = nullptr;
-      if (r.endpoint == Endpoint::kChatCompletions) {
-        if (!choice.contains("message") || !choice["message"].is_object()) return;
-        const nlohmann::json& message = choice["message"];
-        for (const char* calls : {"tool_calls", "function_call"}) {
-          if (message.contains(calls) && !message[calls].is_null()) return;
-        }
-        if (message.contains("content")) text = &message["content"];
-      } else if (choice.contains("text")) {
-        text = &choice["text"];
-      }
-      if (text == nullptr || !text->is_string()) return;
-      answer.text = text->get<std::string>();
-      if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
-        answer.finish_reason = choice["finish_reason"].get<std::string>();
-      }
+      // The whole answer, as the backend gave it in data: one choice of plain
+      // text, no tool calls (its reasoning_content is not part of it).
+      if (!done_.text) return;
+      answer.text = *done_.text;
     }
     gateway_->pipeline().OnAnswer(capture_->request, answer);
   }

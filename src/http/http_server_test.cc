@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <functional>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -82,7 +83,7 @@ class HttpServerTest : public ::testing::Test {
       w->Respond(200, "application/json", r.body + " " + r.headers.at("x-test"));
     } else if (r.target == "/pending") {
       // Never answered: the test sees whether a client that leaves is noticed.
-      w->OnClose([this] { ++closed_pending_; });
+      w->OnClose([this] { ClosedPending(); });
       std::lock_guard<std::mutex> lock(mutex_);
       pending_.push_back(w);
     } else if (r.target == "/medium") {
@@ -90,7 +91,7 @@ class HttpServerTest : public ::testing::Test {
     } else if (r.target == "/flood" || r.target == "/big") {
       // Written as fast as it can be, to a client that may not read: 64 KB chunks until
       // the writer is closed (or 256 MB), or one 64 MB answer.
-      w->OnClose([this] { ++closed_pending_; });
+      w->OnClose([this] { ClosedPending(); });
       if (r.target == "/big") {
         w->Respond(200, "text/plain", std::string(64 << 20, 'x'));
         return;
@@ -138,6 +139,18 @@ class HttpServerTest : public ::testing::Test {
   std::vector<std::shared_ptr<ResponseWriter>> pending_;
   std::vector<std::shared_ptr<HttpClient>> loop_clients_;
   std::atomic<int> closed_pending_{0};
+  std::mutex closed_mutex_;
+  std::condition_variable closed_cv_;
+  void ClosedPending() {
+    std::lock_guard<std::mutex> lock(closed_mutex_);
+    ++closed_pending_;
+    closed_cv_.notify_all();
+  }
+  // Blocks until n pending answers learned their client left (or the timeout).
+  bool WaitClosedPending(int n, double seconds) {
+    std::unique_lock<std::mutex> lock(closed_mutex_);
+    return closed_cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return closed_pending_.load() >= n; });
+  }
   std::atomic<bool> stop_flood_{false};
   std::atomic<int64_t> max_unsent_{0};
 };
@@ -193,7 +206,7 @@ TEST_F(HttpServerTest, OversizedBodiesGet413) {
 TEST_F(HttpServerTest, AClientLeavingAPendingAnswerIsNoticedAtOnce) {
   // Not streaming and nothing written yet: only the watch on the socket can see it.
   Curl("--max-time 0.2 " + base_ + "/pending");
-  for (int i = 0; i < 200 && closed_pending_.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(WaitClosedPending(1, 1));
   EXPECT_EQ(closed_pending_.load(), 1);
   std::lock_guard<std::mutex> lock(mutex_);
   ASSERT_EQ(pending_.size(), 1u);
@@ -323,7 +336,7 @@ TEST_F(HttpServerTest, AReaderThatNeverReadsIsDroppedAtTheUnsentBound) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
   const std::string request = "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
-  EXPECT_TRUE(WaitUntil([&] { return closed_pending_.load() == 1; }, 20)) << "dropped long before the write timeout";
+  EXPECT_TRUE(WaitClosedPending(1, 20)) << "dropped long before the write timeout";
   EXPECT_LE(max_unsent_.load(), (1 << 20) + (64 << 10)) << "never more than the bound and one chunk";
   ::close(fd);
   EXPECT_EQ(Curl(base_ + "/hello"), "hello GET");
@@ -337,7 +350,7 @@ TEST_F(HttpServerTest, AWriteTheClientTakesNothingOfTimesOut) {
   const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   ASSERT_TRUE(WaitUntil([&] { return server_->num_connections() == 1; }, 5));
-  EXPECT_TRUE(WaitUntil([&] { return closed_pending_.load() == 1; }, 10)) << "the handler learns it";
+  EXPECT_TRUE(WaitClosedPending(1, 10)) << "the handler learns it";
   EXPECT_TRUE(WaitUntil([&] { return server_->num_connections() == 0; }, 10)) << server_->num_connections();
   ::close(fd);
 }

@@ -2,7 +2,7 @@
 // OpenAI chunks (text, usage, finish reason) or one whole answer.
 //
 //   LocalBackend   an EngineLoop in this process (token ids stay inside it)
-//   RemoteBackend  an OpenAI-compatible upstream over HttpClient
+//   RemoteBackend  an OpenAI-compatible or Anthropic upstream over HttpClient
 //
 // A call's output goes to its BackendSink on the backend's own thread (the
 // engine loop, the client loop), one callback at a time: OnChunk for each
@@ -62,7 +62,8 @@ struct BackendResult {
   std::string finish_reason;
   bool has_usage = false;
   Usage usage;
-  int64_t num_cached_tokens = -1;     // local: prompt tokens found in the prefix cache
+  int64_t num_cached_tokens = -1;     // prompt tokens found in the prefix cache (local) or the provider's prompt cache
+  int64_t cache_write_tokens = -1;    // Anthropic: prompt tokens written to its prompt cache
   double first_byte_seconds = -1;     // remote: send to the response head
   double retry_after_seconds = -1;    // remote: the upstream's Retry-After on a 429 or 503 (-1: none)
 };
@@ -81,7 +82,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const std::string& name() const = 0;
-  virtual const char* kind() const = 0;  // "local", "openai"
+  virtual const char* kind() const = 0;  // "local", "openai", "anthropic"
   // The model name this backend answers with (for metrics and /v1/models).
   virtual const std::string& model_name() const = 0;
   // Starts a call; may do request work (templating, tokenizing) on the calling

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/anthropic.h"
 #include "api/json_parse.h"
 #include "http/sse_parser.h"
 
@@ -51,6 +52,12 @@ struct RemoteBackend::Call {
   BackendResult result;
   std::string body;        // not streamed, or an error body
   std::unique_ptr<SseParser> events;
+  // Anthropic: what the translated answer carries, and the stream's translator.
+  bool anthropic = false;
+  std::string id, model;
+  int64_t created = 0;
+  bool include_usage = false;
+  std::unique_ptr<MessagesStreamTranslator> translator;
 
   const std::string& name() const { return backend->options_.name; }
 
@@ -77,7 +84,12 @@ struct RemoteBackend::Call {
     got_head = true;
     result.first_byte_seconds = std::chrono::duration<double>(Clock::now() - sent).count();
     if (stream && head.status == 200) {
-      events = std::make_unique<SseParser>([this](std::string_view data) { OnEvent(data); });
+      if (anthropic) {
+        translator = std::make_unique<MessagesStreamTranslator>(id, created, model, include_usage);
+        events = std::make_unique<SseParser>([this](std::string_view data) { OnMessagesEvent(data); });
+      } else {
+        events = std::make_unique<SseParser>([this](std::string_view data) { OnEvent(data); });
+      }
     }
   }
 
@@ -128,6 +140,58 @@ struct RemoteBackend::Call {
                                .has_tool_calls = chunk.has_tool_calls});
   }
 
+  // Anthropic: one Messages event, handed on as the OpenAI chunks it makes.
+  void OnMessagesEvent(std::string_view data) {
+    if (failed) return;
+    std::vector<MessagesStreamTranslator::Chunk> chunks;
+    bool upstream_error = false;
+    const std::string error = translator->Feed(data, &chunks, &upstream_error);
+    if (!error.empty()) {
+      if (upstream_error) {
+        Fail(502, "error in the stream: " + error, "stream_error");
+      } else {
+        Fail(502, "not an Anthropic stream: " + error, "malformed_event");
+      }
+      return;
+    }
+    for (MessagesStreamTranslator::Chunk& c : chunks) {
+      forwarded = true;
+      sink->OnChunk(BackendChunk{.event = std::move(c.event),
+                                 .text = std::move(c.text),
+                                 .finish_reason = std::move(c.finish_reason),
+                                 .reasoning = c.reasoning,
+                                 .has_tool_calls = c.has_tool_calls});
+      if (failed) return;
+    }
+    if (translator->stopped()) {
+      result.finish_reason = translator->finish_reason();
+      SetUsage(translator->usage());
+    }
+  }
+
+  void SetUsage(const MessagesUsage& u) {
+    result.has_usage = true;
+    result.usage = {u.prompt_tokens(), u.output_tokens};
+    result.num_cached_tokens = u.cache_read_tokens;
+    result.cache_write_tokens = u.cache_write_tokens;
+  }
+
+  // Anthropic: the whole answer as a chat.completion.
+  void FinishMessagesAnswer() {
+    auto translated = ChatAnswerFromMessages(body, id, created, model);
+    if (auto* error = std::get_if<std::string>(&translated)) {
+      Fail(502, *error, "malformed_body");
+      return;
+    }
+    TranslatedAnswer& a = std::get<TranslatedAnswer>(translated);
+    SetUsage(a.usage);
+    result.finish_reason = a.finish_reason;
+    result.text = std::move(a.text);
+    result.kind = BackendResult::Kind::kOk;
+    result.body = std::move(a.body);
+    Finish(std::move(result));
+  }
+
   void OnDone(const Status& status) {
     if (failed) return;
     if (!status.ok()) {
@@ -157,6 +221,8 @@ struct RemoteBackend::Call {
       result.retry_after_seconds = RetryAfterSeconds(head);
       if (head.status == 429) {
         Fail(429, "answered 429 (rate limited): " + ErrorMessageOf(body), "upstream_429", "rate_limit_error");
+      } else if (head.status == 529) {  // Anthropic's "overloaded"
+        Fail(503, "answered 529 (overloaded): " + ErrorMessageOf(body), "upstream_overloaded", "overloaded_error");
       } else {
         Fail(502, "answered " + std::to_string(head.status) + ": " + ErrorMessageOf(body), "upstream_5xx");
       }
@@ -178,6 +244,11 @@ struct RemoteBackend::Call {
       result.content_type = type != head.headers.end() ? type->second : "application/json";
       result.body = std::move(body);
       result.error = ApiError{head.status, ErrorMessageOf(result.body), "upstream_error", "", ""};
+      if (anthropic) {  // Anthropic's error shape, told in OpenAI's
+        result.error = ApiErrorFromMessagesError(head.status, result.body);
+        result.body = ErrorBody(result.error);
+        result.content_type = "application/json";
+      }
       result.error_kind = "upstream_4xx";
       Finish(std::move(result));
       return;
@@ -190,12 +261,16 @@ struct RemoteBackend::Call {
              "not_streamed");
         return;
       }
-      if (!saw_done && result.finish_reason.empty()) {
+      if (anthropic ? !translator->stopped() : !saw_done && result.finish_reason.empty()) {
         Fail(502, "the stream ended before its last chunk", "truncated");
         return;
       }
       result.kind = BackendResult::Kind::kOk;
       Finish(std::move(result));
+      return;
+    }
+    if (anthropic) {
+      FinishMessagesAnswer();
       return;
     }
     nlohmann::json j = ParseJson(body);  // an answer nested past kMaxJsonDepth is refused as not JSON
@@ -289,10 +364,26 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
     sink->OnDone(std::move(refused));
     return [] {};
   }
+  const bool anthropic = options_.dialect == UpstreamDialect::kAnthropic;
   // The client's bytes as they came (raw_body) where the gateway read them as any
   // reader would; else the parsed body written again; renamed when the backend names its model.
   std::string body;
-  if (options_.upstream_model.empty() && !r.raw_body.empty()) {
+  if (anthropic) {
+    auto translated = MessagesRequestFromChat(
+        r, {.model = options_.upstream_model, .default_max_tokens = options_.default_max_tokens});
+    if (auto* error = std::get_if<ApiError>(&translated)) {
+      error->message = "backend '" + options_.name + "' (anthropic): " + error->message;
+      BackendResult refused;
+      refused.kind = BackendResult::Kind::kRejected;
+      refused.http_status = error->http_status;
+      refused.body = ErrorBody(*error);
+      refused.error = *error;
+      refused.error_kind = "untranslatable";
+      sink->OnDone(std::move(refused));
+      return [] {};
+    }
+    body = std::get<nlohmann::json>(translated).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if (options_.upstream_model.empty() && !r.raw_body.empty()) {
     body = r.raw_body;
   } else if (options_.upstream_model.empty()) {
     body = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -304,8 +395,9 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
   HttpClientRequest up{.method = "POST",
                        .host = url_.host,
                        .port = url_.port,
-                       .target = url_.path + (r.endpoint == Endpoint::kChatCompletions ? "/chat/completions"
-                                                                                        : "/completions"),
+                       .target = url_.path + (anthropic                                 ? "/v1/messages"
+                                              : r.endpoint == Endpoint::kChatCompletions ? "/chat/completions"
+                                                                                         : "/completions"),
                        .body = std::move(body),
                        .timeout_seconds = options_.total_timeout_seconds,
                        .connect_timeout_seconds = options_.connect_timeout_seconds,
@@ -313,7 +405,12 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
                        .tls = url_.tls};
   up.headers.emplace_back("Content-Type", "application/json");
   if (r.stream) up.headers.emplace_back("Accept", "text/event-stream");
-  if (!options_.api_key.empty()) up.headers.emplace_back("Authorization", "Bearer " + options_.api_key);
+  if (anthropic) {
+    if (!options_.api_key.empty()) up.headers.emplace_back("x-api-key", options_.api_key);
+    up.headers.emplace_back("anthropic-version", options_.anthropic_version);
+  } else if (!options_.api_key.empty()) {
+    up.headers.emplace_back("Authorization", "Bearer " + options_.api_key);
+  }
 
   auto call = std::make_shared<Call>();
   call->backend = this;
@@ -321,6 +418,11 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
   call->sink = std::move(sink);
   call->stream = r.stream;
   call->chat = r.endpoint == Endpoint::kChatCompletions;
+  call->anthropic = anthropic;
+  call->id = request.id;
+  call->created = request.created;
+  call->model = request.model_name;
+  call->include_usage = r.include_usage;
   call->sent = Clock::now();
   HttpClient* client = loop_client->client.get();
   const uint64_t id = client->Send(std::move(up), HttpStreamCallbacks{

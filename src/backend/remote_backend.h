@@ -1,5 +1,9 @@
 // RemoteBackend: an OpenAI-compatible upstream (vLLM, llama.cpp's server, a
-// hosted API) over HttpClient, on its own loop thread.
+// hosted API) or Anthropic's Messages API, over HttpClient, on its own loop thread.
+//
+// Anthropic: the chat request is translated (POST {base_url}/v1/messages), and
+// each event of the answer becomes its OpenAI chunk as it is read; the rest
+// below holds for both.
 //
 // The request goes up as the client sent it (every field, known or not), with
 // `model` replaced by upstream_model when one is set. A streamed answer comes
@@ -27,10 +31,15 @@
 
 namespace tachyon {
 
+// The API an upstream speaks: OpenAI's (requests and answers pass through), or
+// Anthropic's Messages API (chat requests translated there, answers back: api/anthropic.h).
+enum class UpstreamDialect { kOpenAI, kAnthropic };
+
 struct RemoteBackendOptions {
   std::string name;
+  UpstreamDialect dialect = UpstreamDialect::kOpenAI;
   std::string base_url;        // "http://127.0.0.1:9001/v1" (the paths /chat/completions, /completions go under it)
-  std::string api_key;         // sent as "Authorization: Bearer"; "" for none
+  std::string api_key;         // sent as "Authorization: Bearer" (Anthropic: x-api-key); "" for none
   std::string upstream_model;  // the model name sent upstream; "" keeps the client's
   double connect_timeout_seconds = 5;
   double first_byte_timeout_seconds = 60;
@@ -39,6 +48,10 @@ struct RemoteBackendOptions {
   bool verify_tls = true;
   std::string ca_file;
   size_t max_body_bytes = 64 << 20;  // a whole (not streamed) answer larger than this is an error
+  // Anthropic: the anthropic-version header, and max_tokens when the client sets none
+  // (the Messages API requires it).
+  std::string anthropic_version = "2023-06-01";
+  int64_t default_max_tokens = 4096;
 };
 
 class RemoteBackend : public Backend {
@@ -47,7 +60,9 @@ class RemoteBackend : public Backend {
   ~RemoteBackend() override;  // stops the loop; calls in flight get no more callbacks
 
   const std::string& name() const override { return options_.name; }
-  const char* kind() const override { return "openai"; }
+  const char* kind() const override {
+    return options_.dialect == UpstreamDialect::kAnthropic ? "anthropic" : "openai";
+  }
   const std::string& model_name() const override { return model_name_; }
   CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
   void Shutdown() override;

@@ -162,7 +162,7 @@ StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsR
 
 void DescribeConfig(const GatewayConfig& config) {
   for (const BackendConfig& b : config.backends) {
-    const std::string where = b.kind == "openai"      ? " " + b.remote.base_url
+    const std::string where = b.kind == "openai" || b.kind == "anthropic" ? " " + b.remote.base_url
                               : b.kind == "embedding" ? " " + b.embedding.embedder.model_path
                                                       : "";
     std::fprintf(stderr, "tachyon serve: backend %s (%s%s)\n", b.name.c_str(), b.kind.c_str(), where.c_str());

@@ -184,7 +184,9 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
   auto forwards_model = [&](const RouteConfig& r) {
     for (const std::string& name : r.backends) {
       for (const BackendConfig& b : config.backends) {
-        if (b.name == name && b.kind == "openai" && b.remote.upstream_model.empty()) return true;
+        if (b.name == name && (b.kind == "openai" || b.kind == "anthropic") && b.remote.upstream_model.empty()) {
+          return true;
+        }
       }
     }
     return false;

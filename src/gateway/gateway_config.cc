@@ -128,9 +128,15 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
   RETURN_IF_ERROR(t.String("kind", &b->kind, true));
   RETURN_IF_ERROR(t.Integer("breaker_failures", &b->breaker.failure_threshold, 1, 1000000));
   RETURN_IF_ERROR(t.Number("breaker_cooldown", &b->breaker.cooldown_seconds, 0, 86400));
-  if (b->kind == "openai") {
+  if (b->kind == "openai" || b->kind == "anthropic") {
     RemoteBackendOptions& r = b->remote;
     r.name = b->name;
+    if (b->kind == "anthropic") {
+      r.dialect = UpstreamDialect::kAnthropic;
+      RETURN_IF_ERROR(t.String("anthropic_version", &r.anthropic_version));
+      if (r.anthropic_version.empty()) return t.Error(*t.Get("anthropic_version"), "anthropic_version", "must not be empty");
+      RETURN_IF_ERROR(t.Integer("default_max_tokens", &r.default_max_tokens, 1, 1 << 24));
+    }
     RETURN_IF_ERROR(t.String("base_url", &r.base_url, true));
     if (StatusOr<HttpUrl> url = ParseHttpUrl(r.base_url); !url.ok()) {
       return t.Error(*t.Get("base_url"), "base_url", url.status().message());
@@ -191,7 +197,7 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.Integer("max_inputs", &e.max_inputs, 1, 1 << 20));
   } else {
     return t.Error(*t.Get("kind"), "kind",
-                   "must be \"local\", \"openai\" or \"embedding\", not \"" + b->kind + "\"");
+                   "must be \"local\", \"openai\", \"anthropic\" or \"embedding\", not \"" + b->kind + "\"");
   }
   RETURN_IF_ERROR(t.NoOtherKeys());
   // The key itself, not only its variable's name: a reload after the key changed makes the backend anew.

@@ -26,7 +26,7 @@ namespace tachyon {
 
 struct BackendConfig {
   std::string name;
-  std::string kind;  // "local", "openai" or "embedding" (a local embedding model for /v1/embeddings)
+  std::string kind;  // "local", "openai", "anthropic" or "embedding" (a local embedding model for /v1/embeddings)
   LocalBackendOptions local;
   EmbeddingBackendOptions embedding;
   RemoteBackendOptions remote;

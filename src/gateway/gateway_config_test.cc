@@ -45,6 +45,44 @@ policy = "fallback"
   EXPECT_EQ(c->routes[0].policy, PolicyKind::kFallback);
 }
 
+TEST(GatewayConfigTest, AnAnthropicBackendAndItsOwnKeys) {
+  StatusOr<GatewayConfig> c = Parse(R"(
+[[backend]]
+name = "claude"
+kind = "anthropic"
+base_url = "https://api.anthropic.com"
+api_key_env = "UPSTREAM_A_KEY"
+anthropic_version = "2023-06-01"
+default_max_tokens = 1024
+upstream_model = "claude-sonnet-4-5"
+first_byte_timeout = 30
+[[route]]
+model = "claude"
+backends = ["claude"]
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const RemoteBackendOptions& r = c->backends[0].remote;
+  EXPECT_EQ(r.dialect, UpstreamDialect::kAnthropic);
+  EXPECT_EQ(r.api_key, "sk-a");
+  EXPECT_EQ(r.default_max_tokens, 1024);
+  EXPECT_EQ(r.first_byte_timeout_seconds, 30);
+  // Anthropic's keys on an openai backend are unknown there.
+  EXPECT_NE(ErrorOf(R"(
+[[backend]]
+name = "o"
+kind = "openai"
+base_url = "http://127.0.0.1:1/v1"
+default_max_tokens = 10
+)").find("default_max_tokens"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"(
+[[backend]]
+name = "c"
+kind = "anthropic"
+base_url = "http://127.0.0.1:1"
+default_max_tokens = 0
+)").find("default_max_tokens"), std::string::npos);
+}
+
 TEST(GatewayConfigTest, EveryKeyOfALocalBackendAndTheServerTable) {
   StatusOr<GatewayConfig> c = Parse(R"(
 [server]
@@ -351,7 +389,7 @@ tokenizer = "vocab.gguf"
 
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
-            "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\" or \"embedding\", not \"grpc\"");
+            "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\", \"anthropic\" or \"embedding\", not \"grpc\"");
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\npolcy = 1\n"),
             "t.toml:5: backend #1: key 'polcy': unknown key");
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"ftp://x\"\n").find(

@@ -1,5 +1,6 @@
 #include "api/anthropic.h"
 
+#include <algorithm>
 #include <set>
 
 #include "api/json_parse.h"
@@ -53,7 +54,11 @@ std::variant<std::vector<json>, ApiError> TextBlocks(const json& content, const 
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
       return Refuse(where + "[" + std::to_string(i) + "]: only text parts can be sent here", where);
     }
-    if (!part["text"].get_ref<const std::string&>().empty()) blocks.push_back({{"type", "text"}, {"text", part["text"]}});
+    if (part["text"].get_ref<const std::string&>().empty()) continue;
+    json block = {{"type", "text"}, {"text", part["text"]}};
+    // The client's own breakpoint (as Anthropic-aware OpenAI clients send it) is kept.
+    if (part.contains("cache_control") && part["cache_control"].is_object()) block["cache_control"] = part["cache_control"];
+    blocks.push_back(std::move(block));
   }
   return blocks;
 }
@@ -188,12 +193,6 @@ std::optional<ApiError> TranslateMessages(const json& messages, json* out) {
     }
   }
   if (turns.empty()) return Refuse("'messages' has no user or assistant content to send", "messages");
-  // A lone text block is sent as the plain string it was.
-  for (json& turn : turns) {
-    if (turn["content"].size() == 1 && turn["content"][0]["type"] == "text") {
-      turn["content"] = json(turn["content"][0]["text"]);
-    }
-  }
   (*out)["messages"] = std::move(turns);
   if (!system.empty()) (*out)["system"] = std::move(system);
   return std::nullopt;
@@ -226,7 +225,65 @@ std::optional<ApiError> TranslateTools(const CompletionRequest& r, json* out) {
   return std::nullopt;
 }
 
+// A lone text block without a breakpoint is sent as the plain string it was.
+void CollapseLoneText(json* out) {
+  for (json& turn : (*out)["messages"]) {
+    const json& c = turn["content"];
+    if (c.size() == 1 && c[0]["type"] == "text" && !c[0].contains("cache_control")) turn["content"] = json(c[0]["text"]);
+  }
+}
+
+size_t Bytes(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace).size(); }
+
 }  // namespace
+
+int PlaceCacheBreakpoints(json* request, const PromptCacheOptions& options) {
+  if (!options.automatic) return 0;
+  json& r = *request;
+  // The client's own breakpoints count against Anthropic's four, and always stay.
+  int used = 0;
+  auto count = [&](const json& blocks) {
+    if (!blocks.is_array()) return;
+    for (const json& b : blocks) used += b.is_object() && b.contains("cache_control");
+  };
+  if (r.contains("tools")) count(r["tools"]);
+  if (r.contains("system")) count(r["system"]);
+  for (const json& m : r["messages"]) count(m["content"]);
+  // Candidates with the bytes of the prefix they end, latest first: the history
+  // before the newest user turn, the system prompt, the tools.
+  size_t tools = 0, system = 0;
+  if (r.contains("tools")) tools = Bytes(r["tools"]);
+  if (r.contains("system")) system = Bytes(r["system"]);
+  std::vector<std::pair<json*, size_t>> candidates;
+  json& messages = r["messages"];
+  size_t newest_user = messages.size();
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i]["role"] == "user") {
+      newest_user = i;
+      break;
+    }
+  }
+  if (newest_user != messages.size() && newest_user > 0) {
+    size_t history = 0;
+    for (size_t i = 0; i < newest_user; ++i) history += Bytes(messages[i]["content"]);
+    json& last = messages[newest_user - 1]["content"];
+    if (last.is_array() && !last.empty()) candidates.emplace_back(&last.back(), tools + system + history);
+  }
+  if (r.contains("system") && r["system"].is_array() && !r["system"].empty()) {
+    candidates.emplace_back(&r["system"].back(), tools + system);
+  }
+  if (r.contains("tools") && !r["tools"].empty()) candidates.emplace_back(&r["tools"].back(), tools);
+  json mark = {{"type", "ephemeral"}};
+  if (options.long_ttl) mark["ttl"] = "1h";
+  int placed = 0;
+  for (auto& [block, bytes] : candidates) {
+    if (used + placed >= 4) break;
+    if (block->contains("cache_control") || LowTokenEstimate(bytes) < options.min_tokens) continue;
+    (*block)["cache_control"] = mark;
+    ++placed;
+  }
+  return placed;
+}
 
 std::variant<json, ApiError> MessagesRequestFromChat(const CompletionRequest& r, const MessagesRequestOptions& options) {
   if (r.endpoint != Endpoint::kChatCompletions) {
@@ -252,6 +309,8 @@ std::variant<json, ApiError> MessagesRequestFromChat(const CompletionRequest& r,
   if (!r.user.empty()) out["metadata"] = {{"user_id", r.user}};
   if (r.stream) out["stream"] = true;
   if (auto e = TranslateTools(r, &out)) return *e;
+  PlaceCacheBreakpoints(&out, options.prompt_cache);
+  CollapseLoneText(&out);
   return out;
 }
 
@@ -267,7 +326,8 @@ namespace {
 void ReadUsage(const json& u, MessagesUsage* usage) {
   if (!u.is_object()) return;
   auto get = [&](const char* key, int64_t* into) {
-    if (u.contains(key) && u[key].is_number_integer()) *into = u[key].get<int64_t>();
+    // A count below zero is an upstream's mistake, not a refund.
+    if (u.contains(key) && u[key].is_number_integer()) *into = std::max<int64_t>(0, u[key].get<int64_t>());
   };
   get("input_tokens", &usage->input_tokens);
   get("output_tokens", &usage->output_tokens);

@@ -22,12 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "api/openai.h"
+#include "api/prompt_cache.h"
 
 namespace tachyon {
 
 struct MessagesRequestOptions {
   std::string model;               // sent as `model` ("" keeps the client's)
   int64_t default_max_tokens = 4096;  // when the client set neither max_tokens nor max_completion_tokens
+  PromptCacheOptions prompt_cache;    // "auto": PlaceCacheBreakpoints
 };
 
 // The Messages request for a chat completion request, serialized canonically
@@ -35,6 +37,13 @@ struct MessagesRequestOptions {
 // 400 that names what has no equivalent.
 std::variant<nlohmann::json, ApiError> MessagesRequestFromChat(const CompletionRequest& request,
                                                                const MessagesRequestOptions& options);
+
+// With options.automatic, cache_control breakpoints at the end of the stable
+// prefix, where that prefix reaches options.min_tokens (LowTokenEstimate): after
+// the last message before the newest user turn, after the system prompt, after
+// the tools, in that order, while Anthropic's four are not used up (the client's
+// own count and stay). Never reorders or rewrites anything. Returns how many it placed.
+int PlaceCacheBreakpoints(nlohmann::json* messages_request, const PromptCacheOptions& options);
 
 // usage of a Messages answer. Anthropic's input_tokens counts only the tokens
 // after the last cache breakpoint; the prompt is all three.

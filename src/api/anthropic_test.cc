@@ -233,3 +233,59 @@ TEST(MessagesStreamTest, ErrorsAndMalformedEvents) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+TEST(PromptCacheTest, AutoPlacesBreakpointsAfterStablePrefixesOnly) {
+  const std::string system(6000, 's');  // ~1,500 tokens by the low estimate
+  const std::string body = R"({"model":"r","tools":[{"type":"function","function":{"name":"f"}}],"messages":[
+      {"role":"system","content":")" + system + R"("},
+      {"role":"user","content":"first"},{"role":"assistant","content":"answer"},
+      {"role":"user","content":"second"}]})";
+  MessagesRequestOptions options{.model = "c", .prompt_cache = {.automatic = true, .min_tokens = 1024}};
+  auto out = MessagesRequestFromChat(Chat(body), options);
+  ASSERT_TRUE(std::holds_alternative<json>(out));
+  const json& m = std::get<json>(out);
+  EXPECT_EQ(m["system"].back()["cache_control"], (json{{"type", "ephemeral"}}));
+  // The history before the newest user turn ends with the assistant's answer.
+  EXPECT_EQ(m["messages"][1]["content"][0]["cache_control"]["type"], "ephemeral");
+  EXPECT_EQ(m["messages"][1]["content"][0]["text"], "answer");
+  EXPECT_EQ(m["messages"][2]["content"], "second");  // the newest turn: untouched
+  EXPECT_FALSE(m["tools"][0].contains("cache_control"));  // a prefix under min_tokens gets none
+
+  // Off: nothing placed; a short prompt: nothing placed.
+  EXPECT_EQ(Translate(body).dump().find("cache_control"), std::string::npos);
+  auto short_prompt = MessagesRequestFromChat(
+      Chat(R"({"model":"r","messages":[{"role":"system","content":"s"},{"role":"user","content":"x"}]})"), options);
+  EXPECT_EQ(std::get<json>(short_prompt).dump().find("cache_control"), std::string::npos);
+
+  // The client's own breakpoints stay and count against the four.
+  json mine = json::parse(body);
+  mine["messages"][0]["content"] = json::array();
+  for (int i = 0; i < 3; ++i) {
+    mine["messages"][0]["content"].push_back(
+        {{"type", "text"}, {"text", system + std::to_string(i)}, {"cache_control", {{"type", "ephemeral"}}}});
+  }
+  options.prompt_cache.long_ttl = true;
+  auto capped = MessagesRequestFromChat(Chat(mine.dump()), options);
+  const std::string capped_bytes = std::get<json>(capped).dump();
+  size_t marks = 0;
+  for (size_t at = 0; (at = capped_bytes.find("cache_control", at)) != std::string::npos; ++at) ++marks;
+  EXPECT_EQ(marks, 4u);
+  EXPECT_NE(capped_bytes.find(R"("cache_control":{"ttl":"1h","type":"ephemeral"},"text":"answer")"), std::string::npos)
+      << capped_bytes;
+}
+
+TEST(PromptCacheTest, OpenAiKeyDependsOnTheStablePrefixOnly) {
+  const json a = json::parse(R"({"messages":[{"role":"system","content":"S"},{"role":"user","content":"q1"}]})");
+  const json b = json::parse(R"({"messages":[{"content":"S","role":"system"},{"role":"user","content":"q2"}]})");
+  const json c = json::parse(R"({"messages":[{"role":"system","content":"T"},{"role":"user","content":"q1"}]})");
+  EXPECT_EQ(PromptCacheKey(a, "chat"), PromptCacheKey(b, "chat"));
+  EXPECT_NE(PromptCacheKey(a, "chat"), PromptCacheKey(c, "chat"));
+  EXPECT_NE(PromptCacheKey(a, "chat"), PromptCacheKey(a, "other"));
+  EXPECT_EQ(PromptCacheKey(a, "chat").rfind("tachyon-", 0), 0u);
+}
+
+}  // namespace
+}  // namespace tachyon

@@ -375,9 +375,11 @@ std::variant<CompletionRequest, ApiError> ParseFields(json body, Endpoint endpoi
 }
 
 json UsageJson(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  json out = {{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.cached_tokens >= 0) out["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  return out;
 }
 
 json Reason(const std::string& finish_reason) {

@@ -114,6 +114,9 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // Prompt tokens a cache already held (the engine's prefix cache, a provider's
+  // prompt cache): usage.prompt_tokens_details.cached_tokens; -1: not known.
+  int64_t cached_tokens = -1;
 };
 
 // Finish reasons are OpenAI's strings ("stop", "length", "tool_calls", ...): a

@@ -32,6 +32,11 @@ bool StreamChunkParser::Parse(std::string_view data, bool chat, StreamChunk* out
     // having sent none, so totals downstream never go negative.
     if (!usage["prompt_tokens"].get_int64().get(v) && v >= 0) out->prompt_tokens = v;
     if (!usage["completion_tokens"].get_int64().get(v) && v >= 0) out->completion_tokens = v;
+    simdjson::dom::object details;
+    if (!usage["prompt_tokens_details"].get_object().get(details) && !details["cached_tokens"].get_int64().get(v) &&
+        v >= 0) {
+      out->cached_tokens = v;
+    }
   }
   simdjson::dom::array choices;
   simdjson::dom::object choice;

@@ -27,6 +27,7 @@ struct StreamChunk {
   std::string tool_text;          // chat: delta.tool_calls' function names and argument fragments, joined
   bool has_usage = false;
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens; -1: absent
 };
 
 class StreamChunkParser {

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "api/openai.h"
+#include "api/prompt_cache.h"
 
 namespace tachyon {
 
@@ -31,6 +32,8 @@ struct BackendRequest {
   // True while the client is behind on what was already sent: a backend that can
   // pause its stream does until it is false again (backpressure). May be empty.
   std::function<bool()> output_blocked;
+  // The route's `prompt_cache`: what a hosted backend does for its provider's prompt cache.
+  PromptCacheOptions prompt_cache;
 };
 
 // One event of a streamed answer.

@@ -115,7 +115,7 @@ struct LocalBackend::Call {
   BackendResult Result(const std::string& reason) const {
     return BackendResult{.finish_reason = reason,
                          .has_usage = true,
-                         .usage = {num_prompt, num_generated},
+                         .usage = {num_prompt, num_generated, num_cached},
                          .num_cached_tokens = num_cached};
   }
 };

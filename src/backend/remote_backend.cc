@@ -129,7 +129,8 @@ struct RemoteBackend::Call {
     }
     if (chunk.has_usage) {
       result.has_usage = true;
-      result.usage = {chunk.prompt_tokens, chunk.completion_tokens};
+      result.usage = {chunk.prompt_tokens, chunk.completion_tokens, chunk.cached_tokens};
+      if (chunk.cached_tokens >= 0) result.num_cached_tokens = chunk.cached_tokens;
     }
     if (!chunk.finish_reason.empty()) result.finish_reason = std::string(chunk.finish_reason);
     forwarded = true;
@@ -171,7 +172,7 @@ struct RemoteBackend::Call {
 
   void SetUsage(const MessagesUsage& u) {
     result.has_usage = true;
-    result.usage = {u.prompt_tokens(), u.output_tokens};
+    result.usage = {u.prompt_tokens(), u.output_tokens, u.cache_read_tokens};
     result.num_cached_tokens = u.cache_read_tokens;
     result.cache_write_tokens = u.cache_write_tokens;
   }
@@ -283,6 +284,12 @@ struct RemoteBackend::Call {
       result.has_usage = true;
       result.usage.prompt_tokens = u.value("prompt_tokens", int64_t{0});
       result.usage.completion_tokens = u.value("completion_tokens", int64_t{0});
+      if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
+        const nlohmann::json& d = u["prompt_tokens_details"];
+        if (d.contains("cached_tokens") && d["cached_tokens"].is_number_integer() && d["cached_tokens"] >= 0) {
+          result.num_cached_tokens = result.usage.cached_tokens = d["cached_tokens"].get<int64_t>();
+        }
+      }
     }
     if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty() &&
         j["choices"][0].is_object() && j["choices"][0].contains("finish_reason") &&
@@ -369,8 +376,9 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
   // reader would; else the parsed body written again; renamed when the backend names its model.
   std::string body;
   if (anthropic) {
-    auto translated = MessagesRequestFromChat(
-        r, {.model = options_.upstream_model, .default_max_tokens = options_.default_max_tokens});
+    auto translated = MessagesRequestFromChat(r, {.model = options_.upstream_model,
+                                                  .default_max_tokens = options_.default_max_tokens,
+                                                  .prompt_cache = request.prompt_cache});
     if (auto* error = std::get_if<ApiError>(&translated)) {
       error->message = "backend '" + options_.name + "' (anthropic): " + error->message;
       BackendResult refused;
@@ -383,6 +391,16 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
       return [] {};
     }
     body = std::get<nlohmann::json>(translated).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if (request.prompt_cache.automatic && r.endpoint == Endpoint::kChatCompletions) {
+    // Canonical bytes (keys sorted, no whitespace) so the provider's prefix cache
+    // sees the same prefix whatever the client's key order, and a prompt_cache_key
+    // that groups the requests sharing the stable prefix, unless the client chose one.
+    nlohmann::json canonical = r.body;
+    if (!options_.upstream_model.empty()) canonical["model"] = options_.upstream_model;
+    if (!canonical.contains("prompt_cache_key") || canonical["prompt_cache_key"].is_null()) {
+      canonical["prompt_cache_key"] = PromptCacheKey(r.body, request.prompt_cache.scope);
+    }
+    body = canonical.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else if (options_.upstream_model.empty() && !r.raw_body.empty()) {
     body = r.raw_body;
   } else if (options_.upstream_model.empty()) {

@@ -87,6 +87,32 @@ TEST(RemoteBackendTest, SendsTheClientsBytesUnlessAKeyRepeats) {
       << "only the values the gateway read";
 }
 
+// prompt_cache = "auto" on an OpenAI upstream: canonical bytes (the same content
+// is the same prefix whatever the key order) and a prompt_cache_key unless the client set one.
+TEST(RemoteBackendTest, AutoPromptCacheSendsCanonicalBytesAndAKey) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  auto backend = Make(up);
+  const std::vector<std::string> bodies = {
+      R"({"model":"chat","messages":[{"role":"system","content":"S"},{"role":"user","content":"a"}]})",
+      R"({ "messages": [{"content":"S", "role":"system"},{"role":"user","content":"b"}], "model":"chat" })",
+      R"({"model":"chat","prompt_cache_key":"mine","messages":[{"role":"user","content":"c"}]})"};
+  for (const std::string& body : bodies) {
+    BackendRequest request = Chat(body);
+    request.prompt_cache = {.automatic = true, .scope = "chat"};
+    auto sink = std::make_shared<Collector>();
+    backend->Start(std::move(request), sink);
+    ASSERT_TRUE(sink->Wait());
+  }
+  const std::vector<std::string> sent = up.raw_bodies();
+  ASSERT_EQ(sent.size(), 3u);
+  const std::string key = up.bodies()[0]["prompt_cache_key"];
+  EXPECT_EQ(key, up.bodies()[1]["prompt_cache_key"]) << "same system prompt, same key";
+  EXPECT_EQ(sent[0].substr(0, sent[0].find("\"a\"")), sent[1].substr(0, sent[1].find("\"b\"")))
+      << sent[0] << "\n" << sent[1];
+  EXPECT_EQ(up.bodies()[2]["prompt_cache_key"], "mine");
+}
+
 TEST(RemoteBackendTest, WholeAnswersPassThroughAndFourHundredsAreRejectionsAsTheyAre) {
   UpstreamServer up;
   ASSERT_TRUE(up.ok());

@@ -49,7 +49,8 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
                                 .created = pending_.created,
                                 .model_name = route_->name(),
                                 .arrival = pending_.arrival,
-                                .output_blocked = pending_.output_blocked};
+                                .output_blocked = pending_.output_blocked,
+                                .prompt_cache = route_->config().prompt_cache};
     }
     NextAttempt();
   }
@@ -152,6 +153,8 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         if (result.kind == BackendResult::Kind::kOk) {
           s.success->Add();
           s.e2e->Observe(info_.e2e_seconds);
+          if (result.num_cached_tokens > 0) s.cached_tokens->Add(static_cast<double>(result.num_cached_tokens));
+          if (result.cache_write_tokens > 0) s.cache_write_tokens->Add(static_cast<double>(result.cache_write_tokens));
           // Another backend than the policy's first choice, or (fallback policy) than the first configured one.
           if (attempt_ > 0 || (route_->config().policy == PolicyKind::kFallback && plan_[0] != 0)) {
             route_->fallbacks().Add();

@@ -122,6 +122,33 @@ Status ModelPath(TableReader& t, const std::string& config_path, std::string* ou
   return Status::Ok();
 }
 
+// prompt_cache = "off" | "auto" | { mode = "auto", ttl = "5m" | "1h", min_tokens = 1024 }
+Status ReadPromptCache(TableReader& t, RouteConfig* r) {
+  r->prompt_cache.scope = r->model;
+  const toml::node* n = t.Get("prompt_cache");
+  if (n == nullptr) return Status::Ok();
+  std::string mode;
+  std::string ttl = "5m";
+  if (n->is_string()) {
+    RETURN_IF_ERROR(t.String("prompt_cache", &mode));
+  } else if (n->is_table()) {
+    TableReader p(*n->as_table(), t.path(), t.what() + ": prompt_cache");
+    RETURN_IF_ERROR(p.String("mode", &mode, true));
+    RETURN_IF_ERROR(p.String("ttl", &ttl));
+    if (ttl != "5m" && ttl != "1h") return p.Error(*p.Get("ttl"), "ttl", "must be \"5m\" or \"1h\", not \"" + ttl + "\"");
+    RETURN_IF_ERROR(p.Integer("min_tokens", &r->prompt_cache.min_tokens, 0, 1 << 24));
+    RETURN_IF_ERROR(p.NoOtherKeys());
+  } else {
+    return t.Error(*n, "prompt_cache", "must be \"off\", \"auto\" or a table, e.g. { mode = \"auto\", ttl = \"1h\" }");
+  }
+  if (mode != "off" && mode != "auto") {
+    return t.Error(*n, "prompt_cache", "mode must be \"off\" or \"auto\", not \"" + mode + "\"");
+  }
+  r->prompt_cache.automatic = mode == "auto";
+  r->prompt_cache.long_ttl = ttl == "1h";
+  return Status::Ok();
+}
+
 Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, BackendConfig* b) {
   RETURN_IF_ERROR(t.String("name", &b->name, true));
   if (b->name.empty()) return t.Error("key 'name' must not be empty");
@@ -372,6 +399,7 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
   RETURN_IF_ERROR(t.Bool("exact_cache", &r->exact_cache));
   RETURN_IF_ERROR(t.Number("exact_cache_ttl", &r->exact_cache_ttl, 0.001, 1e9));
   RETURN_IF_ERROR(t.Bool("cache_sampled", &r->cache_sampled));
+  RETURN_IF_ERROR(ReadPromptCache(t, r));
   if (const toml::node* n = t.Get("semantic_cache")) {
     if (!n->is_table()) {
       return t.Error(*n, "semantic_cache", "must be a table, e.g. { embedder = \"hash\", threshold = 0.93 }");

@@ -81,6 +81,9 @@ struct RouteConfig {
   bool exact_cache = false;           // answer repeated requests from the exact cache
   double exact_cache_ttl = 3600;      // seconds an answer stays
   bool cache_sampled = false;         // also cache answers of requests with temperature > 0
+  // `prompt_cache`: "off" | "auto" | { mode, ttl = "5m" | "1h", min_tokens }: how a hosted
+  // backend's own prompt cache is helped (api/prompt_cache.h); its scope is the route.
+  PromptCacheOptions prompt_cache;
   std::optional<SemanticCacheConfig> semantic_cache;
   std::optional<TrimConfig> trim;
   // policy = "classify": the classes, the rules (class_idx set), the default

@@ -8,6 +8,7 @@ namespace {
 std::optional<std::string> FakeEnv(const std::string& name) {
   if (name == "UPSTREAM_A_KEY") return std::string("sk-a");
   if (name == "UPSTREAM_B_KEY") return std::string("sk-b");
+  if (name == "ANTHROPIC_API_KEY") return std::string("sk-ant");
   return std::nullopt;
 }
 
@@ -81,6 +82,34 @@ kind = "anthropic"
 base_url = "http://127.0.0.1:1"
 default_max_tokens = 0
 )").find("default_max_tokens"), std::string::npos);
+}
+
+TEST(GatewayConfigTest, PromptCacheIsOffAutoOrATable) {
+  const std::string backend = "[[backend]]\nname = \"c\"\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n";
+  StatusOr<GatewayConfig> c = Parse(backend + R"(
+[[route]]
+model = "a"
+backends = ["c"]
+prompt_cache = "auto"
+[[route]]
+model = "b"
+backends = ["c"]
+prompt_cache = { mode = "auto", ttl = "1h", min_tokens = 2048 }
+[[route]]
+model = "d"
+backends = ["c"]
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->routes[0].prompt_cache.automatic);
+  EXPECT_FALSE(c->routes[0].prompt_cache.long_ttl);
+  EXPECT_EQ(c->routes[0].prompt_cache.scope, "a");
+  EXPECT_TRUE(c->routes[1].prompt_cache.long_ttl);
+  EXPECT_EQ(c->routes[1].prompt_cache.min_tokens, 2048);
+  EXPECT_FALSE(c->routes[2].prompt_cache.automatic);
+  EXPECT_NE(ErrorOf(backend + "[[route]]\nmodel = \"a\"\nbackends = [\"c\"]\nprompt_cache = \"always\"\n")
+                .find("prompt_cache"), std::string::npos);
+  EXPECT_NE(ErrorOf(backend + "[[route]]\nmodel = \"a\"\nbackends = [\"c\"]\nprompt_cache = { mode = \"auto\", ttl = \"2h\" }\n")
+                .find("ttl"), std::string::npos);
 }
 
 TEST(GatewayConfigTest, EveryKeyOfALocalBackendAndTheServerTable) {
@@ -431,10 +460,12 @@ TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {
 TEST(GatewayConfigTest, TheDocumentedExampleIsValid) {
   StatusOr<GatewayConfig> c = LoadGatewayConfig(std::string(TACHYON_SOURCE_DIR) + "/examples/tachyon.toml", FakeEnv);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->backends.size(), 6u);
+  EXPECT_EQ(c->backends.size(), 7u);
+  EXPECT_EQ(c->backends[6].remote.dialect, UpstreamDialect::kAnthropic);
   EXPECT_EQ(c->backends[3].kind, "embedding");
   EXPECT_EQ(c->backends[3].embedding.embedder.name, "bge-small");
-  EXPECT_EQ(c->routes.size(), 4u);
+  EXPECT_EQ(c->routes.size(), 5u);
+  EXPECT_TRUE(c->routes[4].prompt_cache.automatic);
   EXPECT_EQ(c->routes[2].policy, PolicyKind::kPrefixAffinity);
   EXPECT_EQ(c->routes[3].policy, PolicyKind::kClassify);
   EXPECT_EQ(c->routes[3].rules.size(), 2u);

@@ -93,9 +93,17 @@ Route::Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>
   CounterFamily& success = m->AddCounter("tachyon:request_success_total", "Requests answered in full", labels);
   CounterFamily& cancelled = m->AddCounter("tachyon:request_cancelled_total",
                                            "Requests whose client went away before the answer ended", labels);
+  CounterFamily& cached = m->AddCounter("tachyon:prompt_cached_tokens_total",
+                                        "Prompt tokens the backend found cached (engine prefix cache, provider prompt cache)",
+                                        {"route", "backend"});
+  CounterFamily& written = m->AddCounter("tachyon:prompt_cache_write_tokens_total",
+                                         "Prompt tokens the provider wrote to its prompt cache (Anthropic)",
+                                         {"route", "backend"});
   for (const auto& slot : slots_) {
     const std::vector<std::string> v = {slot->backend->model_name(), config.model, slot->backend->name()};
-    series_.push_back({&ttft.With(v), &itl.With(v), &e2e.With(v), &success.With(v), &cancelled.With(v)});
+    const std::vector<std::string> rb = {config.model, slot->backend->name()};
+    series_.push_back({&ttft.With(v), &itl.With(v), &e2e.With(v), &success.With(v), &cancelled.With(v),
+                       &cached.With(rb), &written.With(rb)});
   }
   requests_ = &m->AddCounter("tachyon:route_requests_total", "Requests that reached the route", {"route"})
                    .With({config.model});

@@ -59,6 +59,8 @@ class Route {
     Histogram* e2e;
     Counter* success;
     Counter* cancelled;
+    Counter* cached_tokens;       // {route, backend}: prompt tokens a cache held (prefix cache, provider's)
+    Counter* cache_write_tokens;  // {route, backend}: prompt tokens written to a provider's cache
   };
 
   Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>> slots, MetricsRegistry* m);

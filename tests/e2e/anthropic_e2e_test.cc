@@ -172,3 +172,56 @@ TEST_F(AnthropicE2eTest, BrokenStreamsEndInAnErrorAndLeaveNoCacheEntry) {
 
 }  // namespace
 }  // namespace tachyon::e2e
+
+namespace tachyon::e2e {
+namespace {
+
+// A conversation of two turns after a 2,000-token system prompt: with
+// prompt_cache = "auto" the second turn reads the prefix the first wrote.
+TEST_F(AnthropicE2eTest, AutoPromptCacheMakesTheSecondTurnACacheRead) {
+  auto claude = Standin();
+  ASSERT_TRUE(claude->started());
+  ServerProcess gateway({"--config", WriteConfig("anthropic_prompt_cache.toml",
+                                                 AnthropicBackend("claude", *claude) +
+                                                     "[[route]]\nmodel = \"auto\"\nbackends = [\"claude\"]\n"
+                                                     "prompt_cache = \"auto\"\n"
+                                                     "[[route]]\nmodel = \"off\"\nbackends = [\"claude\"]\n")});
+  ASSERT_TRUE(gateway.started());
+  std::string system;
+  for (int i = 0; system.size() < 8000; ++i) system += "Rule " + std::to_string(i) + ": answer precisely. ";
+  for (const std::string route : {"off", "auto"}) {
+    json body = {{"model", route},
+                 {"messages", json::array({{{"role", "system"}, {"content", system + route}},
+                                           {{"role", "user"}, {"content", "first question"}}})}};
+    const json first = json::parse(Post(gateway.url() + "/v1/chat/completions", body.dump()));
+    EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << first.dump();
+    body["messages"].push_back(first["choices"][0]["message"]);
+    body["messages"].push_back({{"role", "user"}, {"content", "second question"}});
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const std::string second = Post(gateway.url() + "/v1/chat/completions", body.dump(), "-N");
+    const size_t at = second.find("\"usage\":");
+    ASSERT_NE(at, std::string::npos) << second;
+    const json usage = json::parse(second.substr(at + 8, second.find("}}", at) + 2 - at - 8));
+    if (route == "off") {
+      EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 0) << usage.dump();
+    } else {
+      EXPECT_GE(usage["prompt_tokens_details"]["cached_tokens"], 2000) << usage.dump();
+      const json sent = json::parse(Curl(claude->url() + "/last"));
+      EXPECT_EQ(sent["system"].back()["cache_control"]["type"], "ephemeral") << sent.dump();
+    }
+  }
+  const json stats = Stats(*claude);
+  EXPECT_EQ(stats["invalid"], 0) << stats["last_invalid"];
+  const std::string metrics = Curl(gateway.url() + "/metrics");
+  EXPECT_NE(metrics.find(R"(tachyon:prompt_cached_tokens_total{route="auto",backend="claude"} 2)"),
+            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(tachyon:prompt_cache_write_tokens_total{route="auto",backend="claude"} 2)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(R"(tachyon:prompt_cached_tokens_total{route="off",backend="claude"} 0)"),
+            std::string::npos);
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tachyon::e2e

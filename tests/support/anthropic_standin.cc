@@ -13,8 +13,8 @@
 // It simulates the prompt cache: the prompt is tools, then system, then
 // messages, block by block; a cache_control breakpoint whose prefix reaches
 // --min-cache-tokens writes that prefix (5 minutes, or its ttl); a later
-// request whose prefix up to one of its breakpoints was written reads it
-// (usage.cache_read_input_tokens). Tokens are estimated as bytes / 4. The first
+// request whose prefix up to one of its breakpoints, or up to a block boundary
+// at most 20 blocks before one, was written reads it (usage.cache_read_input_tokens). Tokens are estimated as bytes / 4. The first
 // byte of an answer comes --base-ms + --ms-per-token x uncached input tokens
 // after the request, so caching shows in TTFT as it does on the real API.
 //
@@ -387,13 +387,16 @@ Usage SimulateCache(const json& r) {
   int64_t read = 0, written = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     if (segments[i].second == 0 || tokens_to[i] < options.min_cache_tokens) continue;
-    auto it = stats.cache.find(hash_to[i]);
-    if (it != stats.cache.end() && it->second > now) {
-      read = tokens_to[i];
-      written = 0;
-    } else {
-      written = tokens_to[i] - read;
+    // A hit at the breakpoint, or at a block boundary up to 20 blocks before it
+    // (Anthropic's lookback), reads that prefix; the rest up to the breakpoint is written.
+    for (size_t back = 0; back <= 20 && back <= i; ++back) {
+      auto it = stats.cache.find(hash_to[i - back]);
+      if (it != stats.cache.end() && it->second > now && tokens_to[i - back] > read) {
+        read = tokens_to[i - back];
+        break;
+      }
     }
+    written = tokens_to[i] - read;
     stats.cache[hash_to[i]] = now + std::chrono::seconds(segments[i].second);
   }
   u.cache_read = read;

@@ -210,6 +210,8 @@ std::optional<ApiError> TranslateTools(const CompletionRequest& r, json* out) {
     tool["input_schema"] = f.contains("parameters") && f["parameters"].is_object()
                                ? json::parse(f["parameters"].dump())
                                : json{{"type", "object"}, {"properties", json::object()}};
+    // A breakpoint the client put on the tool (the /v1/messages front door carries them here) stays.
+    if (t.contains("cache_control") && t["cache_control"].is_object()) tool["cache_control"] = json::parse(t["cache_control"].dump());
     tools.push_back(std::move(tool));
   }
   (*out)["tools"] = std::move(tools);

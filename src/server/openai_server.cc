@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "api/embeddings.h"
+#include "api/messages_front.h"
 #include "base/constant_time.h"
 #include "gateway/cache/exact_cache.h"
 #include "gateway/cache/semantic_cache.h"
@@ -59,21 +60,42 @@ bool UsableRequestId(const std::string& id) {
   return true;
 }
 
-// Frames one call's answer for HTTP and writes its access-log line.
+// What a backend's result says of the prompt, in Anthropic's terms.
+MessagesUsage MessagesUsageOf(const BackendResult& r) {
+  MessagesUsage u;
+  u.cache_read_tokens = std::max<int64_t>(0, r.num_cached_tokens);
+  u.cache_write_tokens = std::max<int64_t>(0, r.cache_write_tokens);
+  u.input_tokens = std::max<int64_t>(0, r.usage.prompt_tokens - u.cache_read_tokens - u.cache_write_tokens);
+  u.output_tokens = r.usage.completion_tokens;
+  return u;
+}
+
+// Frames one call's answer for HTTP and writes its access-log line. With
+// `messages_model` set the client came through /v1/messages: the answer is
+// framed in Anthropic's shape (whole, events, errors) for that model name.
 class HttpSink : public GatewaySink {
  public:
   HttpSink(std::shared_ptr<ResponseWriter> writer, std::shared_ptr<const CompletionRequest> request,
-           std::string request_id, std::string id, bool access_log)
+           std::string request_id, std::string id, bool access_log, std::string messages_model = "")
       : writer_(std::move(writer)),
         request_(std::move(request)),
         request_id_(std::move(request_id)),
         id_(std::move(id)),
-        access_log_(access_log) {}
+        access_log_(access_log),
+        messages_model_(std::move(messages_model)) {
+    if (!messages_model_.empty()) messages_ = std::make_unique<MessagesEventWriter>(id_, messages_model_);
+  }
 
   void OnChunk(const BackendChunk& chunk, const CallInfo& info) override {
     if (!started_) {
       started_ = true;
       writer_->StartStream(200, "text/event-stream", Headers(info));
+    }
+    if (messages_) {
+      std::string events;
+      messages_->Chunk(chunk.event, &events);
+      if (!events.empty()) writer_->Write(std::move(events));
+      return;
     }
     std::string event;
     event.reserve(chunk.event.size() + 8);
@@ -82,6 +104,13 @@ class HttpSink : public GatewaySink {
   }
 
   void OnDone(const BackendResult& result, const CallInfo& info) override {
+    const int status = messages_ ? FinishMessages(result, info) : Finish(result, info);
+    if (access_log_) Log(result, info, status);
+  }
+
+ private:
+  // Ends an OpenAI-shaped answer; returns its status.
+  int Finish(const BackendResult& result, const CallInfo& info) {
     int status = 200;
     if (started_ || (request_->stream && result.kind == BackendResult::Kind::kOk)) {
       if (!started_) writer_->StartStream(200, "text/event-stream", Headers(info));
@@ -103,10 +132,44 @@ class HttpSink : public GatewaySink {
       }
       SendError(*writer_, result.error, std::move(headers));
     }
-    if (access_log_) Log(result, info, status);
+    return status;
   }
 
- private:
+  // Ends an Anthropic-shaped answer (/v1/messages); returns its status.
+  int FinishMessages(const BackendResult& result, const CallInfo& info) {
+    const bool ok = result.kind == BackendResult::Kind::kOk;
+    if (started_ || (request_->stream && ok)) {
+      if (!started_) writer_->StartStream(200, "text/event-stream", Headers(info));
+      std::string events;
+      if (ok) {
+        messages_->End(MessagesUsageOf(result), result.has_usage, &events);
+      } else {
+        events = MessagesEventWriter::ErrorEvent(result.error);
+      }
+      writer_->Write(std::move(events));
+      writer_->End();
+      return ok ? 200 : result.error.http_status;
+    }
+    HttpHeaders headers = Headers(info);
+    if (ok) {
+      auto answer = MessagesAnswerFromChat(result.body, messages_model_, MessagesUsageOf(result), result.has_usage);
+      if (answer.index() == 0) {
+        writer_->Respond(200, "application/json", std::get<0>(answer), std::move(headers));
+        return 200;
+      }
+      const ApiError bad{502, "the backend's answer could not be translated: " + std::get<1>(answer), "api_error", "", ""};
+      writer_->Respond(502, "application/json", MessagesErrorBody(bad), std::move(headers));
+      return 502;
+    }
+    ApiError error = result.error;
+    if (result.kind == BackendResult::Kind::kRejected) error.http_status = result.http_status;
+    if (result.retry_after_seconds >= 0) {
+      headers.emplace_back("retry-after", std::to_string(static_cast<int64_t>(result.retry_after_seconds)));
+    }
+    writer_->Respond(error.http_status, "application/json", MessagesErrorBody(error), std::move(headers));
+    return error.http_status;
+  }
+
   HttpHeaders Headers(const CallInfo& info) const {
     HttpHeaders h = {{"x-request-id", request_id_}};
     if (!info.route.empty()) h.emplace_back("x-tachyon-route", RouteHeader(info));
@@ -177,6 +240,8 @@ class HttpSink : public GatewaySink {
   std::shared_ptr<const CompletionRequest> request_;
   std::string request_id_, id_;
   bool access_log_;
+  std::string messages_model_;                   // /v1/messages: the model the answer names
+  std::unique_ptr<MessagesEventWriter> messages_;  // /v1/messages: events from chunks
   bool started_ = false;  // backend threads only, one at a time
 };
 
@@ -240,12 +305,19 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     HandleCacheAdmin(request, q == std::string::npos ? "" : request.target.substr(q + 1), *writer);
     return;
   }
+  const bool messages = path == "/v1/messages" || path == "/v1/messages/count_tokens";
   if (!options->api_key.empty()) {
     auto it = request.headers.find("authorization");
-    if (it == request.headers.end() || !BearerMatches(it->second, options->api_key)) {
+    bool allowed = it != request.headers.end() && BearerMatches(it->second, options->api_key);
+    if (messages && !allowed) {  // Anthropic's clients send x-api-key (current ones Authorization too)
+      auto key = request.headers.find("x-api-key");
+      allowed = key != request.headers.end() && ConstantTimeEquals(key->second, options->api_key);
+    }
+    if (!allowed) {
       rejected_->With({"invalid_api_key"}).Add();
-      SendError(*writer, {401, "missing or wrong API key (Authorization: Bearer ...)", "authentication_error", "",
-                          "invalid_api_key"});
+      const ApiError e{401, "missing or wrong API key (Authorization: Bearer ...)", "authentication_error", "",
+                       "invalid_api_key"};
+      writer->Respond(401, "application/json", messages ? MessagesErrorBody(e) : ErrorBody(e));
       return;
     }
   }
@@ -266,6 +338,18 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
         HandleCompletion(std::move(request), std::move(writer), endpoint, arrival);
       });
     }
+  } else if (request.method == "POST" && messages) {
+    const bool count = path == "/v1/messages/count_tokens";
+    if (request.body.size() <= kInlineParseBytes) {
+      HandleMessages(std::move(request), std::move(writer), count, arrival);
+    } else {
+      workers_->Post([this, request = std::move(request), writer, count, arrival]() mutable {
+        HandleMessages(std::move(request), std::move(writer), count, arrival);
+      });
+    }
+  } else if (messages) {
+    const ApiError e{405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""};
+    writer->Respond(405, "application/json", MessagesErrorBody(e));
   } else if (request.method == "POST" && embeddings) {
     if (request.body.size() <= kInlineParseBytes) {
       HandleEmbeddings(std::move(request), std::move(writer), arrival);
@@ -292,6 +376,40 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
     return;
   }
   auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
+  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, "");
+}
+
+// /v1/messages: the Anthropic request as the chat request the gateway reads, and
+// an answer framed back in Anthropic's shape.
+void OpenAiServer::HandleMessages(HttpRequest http, std::shared_ptr<ResponseWriter> writer, bool count_tokens,
+                                  SteadyClock::time_point arrival) {
+  if (writer->closed()) return;
+  const std::string request_id = RequestId(http);
+  auto refuse = [&](const ApiError& e) {
+    rejected_->With({"invalid_request"}).Add();
+    writer->Respond(e.http_status, "application/json", MessagesErrorBody(e), {{"x-request-id", request_id}});
+  };
+  auto chat = ChatBodyFromMessagesRequest(http.body, count_tokens);
+  if (auto* error = std::get_if<ApiError>(&chat)) return refuse(*error);
+  const nlohmann::json& body = std::get<nlohmann::json>(chat);
+  if (count_tokens) {
+    // An estimate that errs low (api/prompt_cache.h): the gateway has no hosted model's tokenizer.
+    size_t bytes = body["messages"].dump().size() + (body.contains("tools") ? body["tools"].dump().size() : 0);
+    writer->Respond(200, "application/json", nlohmann::json{{"input_tokens", LowTokenEstimate(bytes)}}.dump(),
+                    {{"x-request-id", request_id}, {"x-tachyon-token-count", "estimate"}});
+    return;
+  }
+  auto parsed = ParseCompletionRequest(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                                       Endpoint::kChatCompletions);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return refuse(*error);
+  auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
+  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, body["model"].get<std::string>());
+}
+
+void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
+                            std::shared_ptr<CompletionRequest> request, const std::string& request_id,
+                            SteadyClock::time_point arrival, const std::string& messages_model) {
+  const Endpoint endpoint = request->endpoint;
   const int64_t n = next_id_.fetch_add(1);
   GatewayRequest g{.request = request,
                    .id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(n),
@@ -310,7 +428,7 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
       return w != nullptr && w->unsent_bytes() > limit;
     };
   }
-  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log);
+  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model);
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
 }

@@ -4,6 +4,8 @@
 //   GET  /v1/models            every route
 //   GET  /metrics              Prometheus text (every family with HELP and TYPE)
 //   POST /v1/completions, /v1/chat/completions   through the gateway, streaming or not
+//   POST /v1/messages          Anthropic's Messages API, translated to a chat request and back
+//                              (api/messages_front.h); /v1/messages/count_tokens: an estimate
 //   POST /v1/embeddings        an embedding model of the gateway (EmbeddingBackend)
 //   GET  /v1/cache             the exact cache's entries and bytes, by route (admin key)
 //   DELETE /v1/cache[?route=R] purge the exact cache, or one route's entries (admin key)
@@ -73,6 +75,12 @@ class OpenAiServer {
  private:
   void HandleCompletion(HttpRequest request, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
                         std::chrono::steady_clock::time_point arrival);
+  void HandleMessages(HttpRequest request, std::shared_ptr<ResponseWriter> writer, bool count_tokens,
+                      std::chrono::steady_clock::time_point arrival);
+  // The gateway call of a parsed request; messages_model: set for /v1/messages (Anthropic framing).
+  void Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
+                std::shared_ptr<CompletionRequest> request, const std::string& request_id,
+                std::chrono::steady_clock::time_point arrival, const std::string& messages_model);
   void HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer);
   void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
                         std::chrono::steady_clock::time_point arrival);

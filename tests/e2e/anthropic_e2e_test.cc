@@ -225,3 +225,63 @@ TEST_F(AnthropicE2eTest, AutoPromptCacheMakesTheSecondTurnACacheRead) {
 
 }  // namespace
 }  // namespace tachyon::e2e
+
+namespace tachyon::e2e {
+namespace {
+
+// /v1/messages: Anthropic's key header, errors in Anthropic's shape, a stream cut
+// short ending in an error event, count_tokens.
+TEST_F(AnthropicE2eTest, MessagesFrontDoorSpeaksAnthropicsDialectIncludingErrors) {
+  auto claude = Standin();
+  auto cut = Standin({"--fault", "cut"});
+  ASSERT_TRUE(claude->started() && cut->started());
+  ::setenv("TACHYON_TEST_CLIENT_KEY", "client-key", 1);
+  ServerProcess gateway({"--config", WriteConfig("messages_front.toml",
+                                                 "[server]\napi_key_env = \"TACHYON_TEST_CLIENT_KEY\"\n"
+                                                 "[cache]\nstore = \"memory\"\n" +
+                                                     AnthropicBackend("claude", *claude) + AnthropicBackend("cut", *cut) +
+                                                     "[[route]]\nmodel = \"c\"\nbackends = [\"claude\"]\n"
+                                                     "[[route]]\nmodel = \"cut\"\nbackends = [\"cut\"]\n"
+                                                     "exact_cache = true\n")});
+  ASSERT_TRUE(gateway.started());
+  const std::string url = gateway.url() + "/v1/messages";
+  const std::string key = "-H 'x-api-key: client-key' -H 'anthropic-version: 2023-06-01' ";
+  const json ok = json::parse(Post(url, R"({"model":"c","max_tokens":20,"messages":[{"role":"user","content":"hi"}]})", key));
+  EXPECT_EQ(ok["type"], "message") << ok.dump();
+  EXPECT_EQ(ok["content"][0]["text"], "Hello tok tok tok tok tok tok tok");
+
+  auto status_and_body = [&](const std::string& body, const std::string& flags) {
+    const std::string r = Post(url, body, flags + "-w ' %{http_code}'");
+    return std::make_pair(r.substr(r.size() - 3), json::parse(r.substr(0, r.size() - 4), nullptr, false));
+  };
+  auto [s401, e401] = status_and_body(R"({"model":"c","max_tokens":5,"messages":[{"role":"user","content":"hi"}]})",
+                                      "-H 'x-api-key: wrong' ");
+  EXPECT_EQ(s401, "401");
+  EXPECT_EQ(e401["error"]["type"], "authentication_error") << e401.dump();
+  auto [s400, e400] = status_and_body("{\"model\":", key);
+  EXPECT_EQ(s400, "400");
+  EXPECT_EQ(e400["type"], "error");
+  EXPECT_EQ(e400["error"]["type"], "invalid_request_error");
+  auto [s404, e404] = status_and_body(R"({"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"hi"}]})",
+                                      key);
+  EXPECT_EQ(s404, "404");
+  EXPECT_EQ(e404["error"]["type"], "not_found_error") << e404.dump();
+
+  const std::string body = R"({"model":"cut","max_tokens":20,"stream":true,"temperature":0,
+      "messages":[{"role":"user","content":"hi"}]})";
+  const std::string broken = Post(url, body, key + "-N ");
+  EXPECT_NE(broken.find("event: message_start"), std::string::npos) << broken;
+  EXPECT_NE(broken.find("event: error"), std::string::npos) << broken;
+  EXPECT_EQ(broken.find("message_stop"), std::string::npos);
+  const std::string again = Post(url, body, key + "-i -N ");
+  EXPECT_EQ(again.find("x-tachyon-cache: hit"), std::string::npos) << "a cut stream must not be stored";
+
+  const json count = json::parse(Post(gateway.url() + "/v1/messages/count_tokens",
+                                      R"({"model":"c","messages":[{"role":"user","content":"hello there"}]})",
+                                      "-H 'Authorization: Bearer client-key' "));
+  EXPECT_GT(count["input_tokens"], 0) << count.dump();
+  EXPECT_EQ(gateway.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tachyon::e2e

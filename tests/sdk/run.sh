@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The official npm clients (tests/sdk/package.json, versions pinned by its lock
 # file) against the real binary: `tachyon serve --config` in front of
-# tests/support/anthropic_standin (an Anthropic route). Exits 77 (skipped) when
+# tests/support/anthropic_standin (an Anthropic route) and mock_upstream (an
+# OpenAI route): the openai client on /v1/chat/completions, @anthropic-ai/sdk on
+# /v1/messages, to both. Exits 77 (skipped) when
 # node or npm is missing or the packages cannot be installed (no registry).
-#   tests/sdk/run.sh TACHYON ANTHROPIC_STANDIN WORKDIR
+#   tests/sdk/run.sh TACHYON ANTHROPIC_STANDIN MOCK_UPSTREAM WORKDIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-tachyon=$1 standin=$2 dir=$3
+tachyon=$1 standin=$2 mock_upstream=$3 dir=$4
 command -v node > /dev/null && command -v npm > /dev/null || { echo "skipped: node and npm are not installed"; exit 77; }
 mkdir -p "$dir"
 cp "$here/package.json" "$here/package-lock.json" "$here"/*.mjs "$dir/"
@@ -22,20 +24,33 @@ source "$here/../../scripts/servers.sh"
 trap 'stop_servers; rm -rf "$work"' EXIT
 export TACHYON_SDK_TEST_KEY=sk-ant-sdk
 start standin -- "$standin" --port 0 --key sk-ant-sdk
+standin_url=$url
+start mock -- "$mock_upstream" --port 0
+mock=$url
 cat > "$work/gateway.toml" <<TOML
 [[backend]]
 name = "claude"
 kind = "anthropic"
-base_url = "$url"
+base_url = "$standin_url"
 api_key_env = "TACHYON_SDK_TEST_KEY"
 upstream_model = "claude-test"
+[[backend]]
+name = "openai"
+kind = "openai"
+base_url = "$mock/v1"
 [[route]]
 model = "claude"
 backends = ["claude"]
 prompt_cache = "auto"
+[[route]]
+model = "gpt"
+backends = ["openai"]
 TOML
 start gateway -- "$tachyon" serve --config "$work/gateway.toml" --port 0
 (cd "$dir" && GATEWAY=$url ROUTE=claude timeout 120 node openai_client.mjs)
-stats=$(curl -s "$(sed -n 's/^listening on //p' "$work/standin.out")/stats")
+(cd "$dir" && GATEWAY=$url ROUTE=claude TOOLS=1 timeout 120 node anthropic_client.mjs)
+# An OpenAI upstream behind /v1/messages: the answer translated the other way.
+(cd "$dir" && GATEWAY=$url ROUTE=gpt timeout 120 node anthropic_client.mjs)
+stats=$(curl -s "$standin_url/stats")
 echo "stand-in: $stats"
 case $stats in *'"invalid":0'*) ;; *) echo "the stand-in refused a request as invalid"; exit 1 ;; esac

@@ -34,7 +34,7 @@ std::optional<ApiError> CheckUntranslatable(const json& body) {
     const bool off = (key == "n" && value == 1) || (key == "logprobs" && value == false) ||
                      ((key == "presence_penalty" || key == "frequency_penalty") && value.is_number() &&
                       value.get<double>() == 0) ||
-                     (key == "response_format" && value.is_object() && value.value("type", "") == "text") ||
+                     (key == "response_format" && value.is_object() && StringField(value, "type") == "text") ||
                      (key == "store" && value == false);
     if (!off) return NoEquivalent(key);
   }
@@ -51,7 +51,7 @@ std::variant<std::vector<json>, ApiError> TextBlocks(const json& content, const 
   if (!content.is_array()) return Refuse(where + " must be a string or an array of parts", where);
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+    if (!part.is_object() || StringField(part, "type") != "text" || !part.contains("text") || !part["text"].is_string()) {
       return Refuse(where + "[" + std::to_string(i) + "]: only text parts can be sent here", where);
     }
     if (part["text"].get_ref<const std::string&>().empty()) continue;
@@ -90,7 +90,7 @@ std::variant<std::vector<json>, ApiError> UserBlocks(const json& content, const 
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string at = where + "[" + std::to_string(i) + "]";
     const json& part = content[i];
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = part.is_object() ? StringField(part, "type") : "";
     if (type == "text") {
       auto text = TextBlocks(json::array({part}), where);
       if (auto* e = std::get_if<ApiError>(&text)) return *e;
@@ -144,7 +144,7 @@ std::optional<ApiError> TranslateMessages(const json& messages, json* out) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     const json& m = messages[i];
-    const std::string role = m.is_object() ? m.value("role", "") : "";
+    const std::string role = m.is_object() ? StringField(m, "role") : "";
     std::variant<std::vector<json>, ApiError> blocks;
     std::string anthropic_role;
     if (role == "system" || role == "developer") {
@@ -287,7 +287,9 @@ int PlaceCacheBreakpoints(json* request, const PromptCacheOptions& options) {
   return placed;
 }
 
-std::variant<json, ApiError> MessagesRequestFromChat(const CompletionRequest& r, const MessagesRequestOptions& options) {
+namespace {
+
+std::variant<json, ApiError> TranslateRequest(const CompletionRequest& r, const MessagesRequestOptions& options) {
   if (r.endpoint != Endpoint::kChatCompletions) {
     return Refuse("an Anthropic backend serves chat completions only (/v1/chat/completions)", "");
   }
@@ -314,6 +316,18 @@ std::variant<json, ApiError> MessagesRequestFromChat(const CompletionRequest& r,
   PlaceCacheBreakpoints(&out, options.prompt_cache);
   CollapseLoneText(&out);
   return out;
+}
+
+}  // namespace
+
+// The public entry points below also catch nlohmann's type errors: every access
+// is checked, and one that is not is a clear error, never a crash.
+std::variant<json, ApiError> MessagesRequestFromChat(const CompletionRequest& r, const MessagesRequestOptions& options) {
+  try {
+    return TranslateRequest(r, options);
+  } catch (const json::exception& e) {
+    return Refuse(std::string("the request could not be translated: ") + e.what(), "");
+  }
 }
 
 std::string FinishReasonFromStopReason(std::string_view stop_reason) {
@@ -356,17 +370,19 @@ std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_ha
 
 }  // namespace
 
-std::variant<TranslatedAnswer, std::string> ChatAnswerFromMessages(std::string_view body, const std::string& id,
-                                                                   int64_t created, const std::string& model) {
+namespace {
+
+std::variant<TranslatedAnswer, std::string> TranslateAnswer(std::string_view body, const std::string& id,
+                                                            int64_t created, const std::string& model) {
   const json m = ParseJson(body);
-  if (!m.is_object() || m.value("type", "") != "message" || !m.contains("content") || !m["content"].is_array()) {
+  if (!m.is_object() || StringField(m, "type") != "message" || !m.contains("content") || !m["content"].is_array()) {
     return std::string("the answer is not a Messages API message");
   }
   TranslatedAnswer answer;
   std::string text, reasoning;
   ojson calls = ojson::array();
   for (const json& block : m["content"]) {
-    const std::string type = block.is_object() ? block.value("type", "") : "";
+    const std::string type = block.is_object() ? StringField(block, "type") : "";
     if (type == "text" && block.contains("text") && block["text"].is_string()) {
       text += block["text"].get<std::string>();
     } else if (type == "thinking" && block.contains("thinking") && block["thinking"].is_string()) {
@@ -402,6 +418,17 @@ std::variant<TranslatedAnswer, std::string> ChatAnswerFromMessages(std::string_v
                      {"usage", UsageJson(answer.usage)}};
   answer.body = Dump(out);
   return answer;
+}
+
+}  // namespace
+
+std::variant<TranslatedAnswer, std::string> ChatAnswerFromMessages(std::string_view body, const std::string& id,
+                                                                   int64_t created, const std::string& model) {
+  try {
+    return TranslateAnswer(body, id, created, model);
+  } catch (const json::exception& e) {
+    return std::string("the answer could not be read: ") + e.what();
+  }
 }
 
 ApiError ApiErrorFromMessagesError(int http_status, const std::string& body) {
@@ -449,7 +476,7 @@ std::string MessagesStreamTranslator::OnBlockStart(const json& event, std::vecto
   const size_t index = *at;
   if (index != blocks_.size()) return "content_block_start with index " + std::to_string(index) + " out of order";
   const json& block = event["content_block"];
-  const std::string type = block.value("type", "");
+  const std::string type = StringField(block, "type");
   if (type == "text") {
     blocks_.emplace_back(Block::kText, -1);
     if (block.contains("text") && block["text"].is_string() && !block["text"].get_ref<const std::string&>().empty()) {
@@ -489,7 +516,7 @@ std::string MessagesStreamTranslator::OnBlockDelta(const json& event, std::vecto
   const size_t index = *at;
   if (index >= blocks_.size()) return "content_block_delta for block " + std::to_string(index) + ", never started";
   const json& delta = event["delta"];
-  const std::string type = delta.value("type", "");
+  const std::string type = StringField(delta, "type");
   auto string_field = [&](const char* key) -> const std::string* {
     return delta.contains(key) && delta[key].is_string() ? &delta[key].get_ref<const std::string&>() : nullptr;
   };
@@ -530,6 +557,14 @@ std::string MessagesStreamTranslator::OnMessageDelta(const json& event, std::vec
 
 std::string MessagesStreamTranslator::Feed(std::string_view data, std::vector<Chunk>* out, bool* upstream_error) {
   if (upstream_error != nullptr) *upstream_error = false;
+  try {
+    return FeedEvent(data, out, upstream_error);
+  } catch (const json::exception& e) {
+    return std::string("an event that could not be read: ") + e.what();
+  }
+}
+
+std::string MessagesStreamTranslator::FeedEvent(std::string_view data, std::vector<Chunk>* out, bool* upstream_error) {
   const json event = ParseJson(data);
   if (!event.is_object() || !event.contains("type") || !event["type"].is_string()) {
     return "an event that is not a Messages stream event: " + std::string(data.substr(0, 200));

@@ -98,6 +98,7 @@ class MessagesStreamTranslator {
   const std::string& finish_reason() const { return finish_reason_; }
 
  private:
+  std::string FeedEvent(std::string_view data, std::vector<Chunk>* out, bool* upstream_error);
   Chunk Make(nlohmann::ordered_json delta, std::string finish_reason);
   std::string OnBlockStart(const nlohmann::json& event, std::vector<Chunk>* out);
   std::string OnBlockDelta(const nlohmann::json& event, std::vector<Chunk>* out);

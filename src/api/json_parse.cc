@@ -61,4 +61,16 @@ nlohmann::json ParseJson(std::string_view text, bool* repeated_keys) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+std::string StringField(const nlohmann::json& object, std::string_view key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+int64_t IntField(const nlohmann::json& object, std::string_view key, int64_t otherwise) {
+  if (!object.is_object()) return otherwise;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : otherwise;
+}
+
 }  // namespace tachyon

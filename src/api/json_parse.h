@@ -9,6 +9,8 @@
 // discarded, stands.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -26,5 +28,11 @@ inline constexpr size_t kSimdJsonMaxBytes = 64 << 10;
 // key twice (the value keeps the last; another reader of the same text may take the
 // first), or may: texts that nlohmann reads are not checked and count as repeated.
 nlohmann::json ParseJson(std::string_view text, bool* repeated_keys = nullptr);
+
+// object[key] when `object` is an object and that member a string, else "": for
+// untrusted JSON, where nlohmann's value() throws on a member of another type.
+std::string StringField(const nlohmann::json& object, std::string_view key);
+// object[key] when it is an integer, else `otherwise`.
+int64_t IntField(const nlohmann::json& object, std::string_view key, int64_t otherwise = 0);
 
 }  // namespace tachyon

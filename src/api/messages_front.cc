@@ -51,7 +51,7 @@ json TextPart(const json& block, const std::string& where, Breakpoints* marks) {
 json ImagePart(const json& block, const std::string& where, Breakpoints* marks) {
   const json& source = Field(block, "source");
   Require(source.is_object(), where + ".source: Field required", where);
-  const std::string type = source.value("type", "");
+  const std::string type = StringField(source, "type");
   std::string url;
   if (type == "base64") {
     Require(Field(source, "media_type").is_string() && Field(source, "data").is_string(),
@@ -87,7 +87,7 @@ void AddMessage(const json& m, const std::string& where, std::set<std::string>* 
                 json* out) {
   Require(m.is_object(), where + ": must be an object", where);
   for (const auto& [k, v] : m.items()) Require(k == "role" || k == "content", where + "." + k + ": Extra inputs are not permitted", where);
-  const std::string role = m.value("role", "");
+  const std::string role = StringField(m, "role");
   Require(role == "user" || role == "assistant", where + ".role: Input should be 'user' or 'assistant'", where + ".role");
   Require(m.contains("content"), where + ".content: Field required", where);
   const json& content = m["content"];
@@ -162,7 +162,7 @@ json ChatTools(const json& tools, Breakpoints* marks) {
     const json& t = tools[i];
     Require(t.is_object(), at + ": must be an object", at);
     Require(!t.contains("type") || t["type"] == "custom",
-            at + ": the server tool '" + t.value("type", std::string("?")) + "' is not supported by this gateway", at);
+            at + ": the server tool '" + StringField(t, "type") + "' is not supported by this gateway", at);
     Require(Field(t, "name").is_string() && !t["name"].get_ref<const std::string&>().empty(), at + ".name: Field required", at);
     Require(Field(t, "input_schema").is_object(), at + ".input_schema: Field required", at);
     json function = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
@@ -176,7 +176,7 @@ json ChatTools(const json& tools, Breakpoints* marks) {
 
 void ChatToolChoice(const json& choice, json* out) {
   Require(choice.is_object(), "tool_choice: must be an object", "tool_choice");
-  const std::string type = choice.value("type", "");
+  const std::string type = StringField(choice, "type");
   if (type == "auto") {
     (*out)["tool_choice"] = "auto";
   } else if (type == "any") {
@@ -313,6 +313,8 @@ std::variant<json, ApiError> ChatBodyFromMessagesRequest(std::string_view body, 
     return Translate(r, count_tokens);
   } catch (const Invalid& e) {
     return e.error;
+  } catch (const json::exception& e) {  // an access not checked above: a clear error, never a crash
+    return ApiError{400, std::string("the request could not be read: ") + e.what(), "invalid_request_error", "", ""};
   }
 }
 
@@ -328,8 +330,10 @@ std::string StopReasonFromFinishReason(std::string_view finish_reason) {
   return "end_turn";
 }
 
-std::variant<std::string, std::string> MessagesAnswerFromChat(std::string_view chat_body, const std::string& model,
-                                                              const MessagesUsage& usage, bool has_usage) {
+namespace {
+
+std::variant<std::string, std::string> TranslateChatAnswer(std::string_view chat_body, const std::string& model,
+                                                           const MessagesUsage& usage, bool has_usage) {
   const json c = ParseJson(chat_body);
   const json& choices = Field(c, "choices");
   if (!choices.is_array() || choices.empty() || !Field(choices[0], "message").is_object()) {
@@ -380,6 +384,17 @@ std::variant<std::string, std::string> MessagesAnswerFromChat(std::string_view c
                                                 out.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+}  // namespace
+
+std::variant<std::string, std::string> MessagesAnswerFromChat(std::string_view chat_body, const std::string& model,
+                                                              const MessagesUsage& usage, bool has_usage) {
+  try {
+    return TranslateChatAnswer(chat_body, model, usage, has_usage);
+  } catch (const json::exception& e) {
+    return std::variant<std::string, std::string>(std::in_place_index<1>, e.what());
+  }
+}
+
 void MessagesEventWriter::Start(std::string* out) {
   if (started_) return;
   started_ = true;
@@ -409,7 +424,15 @@ void MessagesEventWriter::Open(Block kind, json content_block, std::string* out)
 
 void MessagesEventWriter::Chunk(std::string_view chunk, std::string* out) {
   Start(out);
-  const json c = ParseJson(chunk);
+  try {
+    Translate(ParseJson(chunk), out);
+  } catch (const json::exception&) {
+    // a member of an unexpected type in an upstream's chunk (the backend checked it is a JSON
+    // object): the rest of the stream is still framed
+  }
+}
+
+void MessagesEventWriter::Translate(const json& c, std::string* out) {
   if (Field(c, "usage").is_object()) {
     const json& u = c["usage"];
     const int64_t prompt = Field(u, "prompt_tokens").is_number_integer() ? u["prompt_tokens"].get<int64_t>() : 0;

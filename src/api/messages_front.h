@@ -49,6 +49,7 @@ class MessagesEventWriter {
 
  private:
   enum class Block { kNone, kText, kThinking, kToolUse };
+  void Translate(const nlohmann::json& chunk, std::string* out);
   void Start(std::string* out);
   void Open(Block kind, nlohmann::json content_block, std::string* out);
   void Close(std::string* out);

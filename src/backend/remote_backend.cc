@@ -282,8 +282,8 @@ struct RemoteBackend::Call {
     if (j.contains("usage") && j["usage"].is_object()) {
       const nlohmann::json& u = j["usage"];
       result.has_usage = true;
-      result.usage.prompt_tokens = u.value("prompt_tokens", int64_t{0});
-      result.usage.completion_tokens = u.value("completion_tokens", int64_t{0});
+      result.usage.prompt_tokens = std::max<int64_t>(0, IntField(u, "prompt_tokens"));
+      result.usage.completion_tokens = std::max<int64_t>(0, IntField(u, "completion_tokens"));
       if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
         const nlohmann::json& d = u["prompt_tokens_details"];
         if (d.contains("cached_tokens") && d["cached_tokens"].is_number_integer() && d["cached_tokens"] >= 0) {

@@ -69,6 +69,7 @@ struct BackendResult {
   int64_t cache_write_tokens = -1;    // Anthropic: prompt tokens written to its prompt cache
   double first_byte_seconds = -1;     // remote: send to the response head
   double retry_after_seconds = -1;    // remote: the upstream's Retry-After on a 429 or 503 (-1: none)
+  double queue_seconds = -1;          // local: arrival in the engine to its first step (-1: unknown)
 };
 
 class BackendSink {

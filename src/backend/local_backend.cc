@@ -53,6 +53,7 @@ struct LocalBackend::Call {
   int64_t num_prompt = 0;
   int64_t num_generated = 0;
   int64_t num_cached = 0;
+  double queue_seconds = -1;
   std::vector<LogprobEntry> logprobs;  // not streamed: all; streamed: since the last chunk
   int64_t text_offset = 0;             // bytes of completion text before `logprobs`
   bool sent_first = false;
@@ -116,7 +117,8 @@ struct LocalBackend::Call {
     return BackendResult{.finish_reason = reason,
                          .has_usage = true,
                          .usage = {num_prompt, num_generated, num_cached},
-                         .num_cached_tokens = num_cached};
+                         .num_cached_tokens = num_cached,
+                         .queue_seconds = queue_seconds};
   }
 };
 
@@ -469,7 +471,10 @@ void LocalBackend::OnEngineOutput(Call& call, const RequestOutput* out, const St
   if (call.done.load()) return;  // cancelled, or already answered
   if (!status.ok()) return OnError(call, status);
   if (out->finish_reason == FinishReason::kTimeout) return OnTimeout(call);
-  if (out->queue_seconds >= 0) queue_time_->Observe(out->queue_seconds);
+  if (out->queue_seconds >= 0) {
+    queue_time_->Observe(out->queue_seconds);
+    call.queue_seconds = out->queue_seconds;
+  }
   call.num_cached = out->num_cached_tokens;
   bool stopped = false;
   const std::string text = OnTokens(call, *out, &stopped);

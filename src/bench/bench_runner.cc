@@ -274,8 +274,8 @@ class Runner {
   void Send(Session session) {
     const BenchTurn turn = workload_.Turn(session.idx, session.next_turn);
     auto f = std::make_shared<InFlight>();
-    f->chat = options_.target.endpoint == "chat";
-    f->stream = options_.target.stream;
+    f->chat = (turn.endpoint.empty() ? options_.target.endpoint : turn.endpoint) == "chat";
+    f->stream = options_.target.stream && turn.stream != 0;
     f->record.session = static_cast<int64_t>(session.idx);
     f->record.turn = session.next_turn;
     f->record.max_tokens = turn.max_tokens;
@@ -284,7 +284,7 @@ class Runner {
     HttpClientRequest request{.method = "POST",
                               .host = options_.target.url.host,
                               .port = options_.target.url.port,
-                              .target = EndpointPath(options_.target),
+                              .target = ApiPath(options_.target, f->chat ? "/chat/completions" : "/completions"),
                               .headers = options_.target.headers,
                               .body = RequestBody(options_.target, turn, session.history),
                               .timeout_seconds = options_.target.timeout_seconds,
@@ -292,7 +292,7 @@ class Runner {
     if (!options_.target.api_key.empty()) {
       request.headers.emplace_back("Authorization", "Bearer " + options_.target.api_key);
     }
-    if (options_.target.stream) request.headers.emplace_back("Accept", "text/event-stream");
+    if (f->stream) request.headers.emplace_back("Accept", "text/event-stream");
     auto shared_session = std::make_shared<Session>(std::move(session));
     const int64_t expected_prompt = turn.input_tokens;
     const std::string user_text = turn.text;
@@ -442,14 +442,30 @@ std::string EndpointPath(const BenchTarget& target) {
 
 std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
                         const std::vector<std::pair<std::string, std::string>>& history) {
+  if (!turn.body_json.empty()) {  // a replayed request: as captured, the run's extra body over it
+    nlohmann::json body = nlohmann::json::parse(turn.body_json);
+    if (target.extra_body.is_object()) {
+      for (const auto& [k, v] : target.extra_body.items()) body[k] = v;
+    }
+    const bool stream = target.stream && turn.stream != 0;
+    body["stream"] = stream;
+    if (stream) {
+      body["stream_options"] = {{"include_usage", true}};  // the token counts the report needs
+    } else {
+      body.erase("stream_options");
+    }
+    if (!body.contains("model") && !target.model.empty()) body["model"] = target.model;
+    return body.dump();
+  }
   nlohmann::json body = target.extra_body.is_object() ? target.extra_body : nlohmann::json::object();
   if (!target.model.empty()) body["model"] = target.model;
+  if (!turn.model.empty()) body["model"] = turn.model;
   // The prompt file's own fields (tools, tool_choice, response_format, ...).
   if (!turn.request_fields.empty()) {
     const nlohmann::json fields = nlohmann::json::parse(turn.request_fields);
     for (const auto& [k, v] : fields.items()) body[k] = v;
   }
-  if (target.endpoint == "chat") {
+  if ((turn.endpoint.empty() ? target.endpoint : turn.endpoint) == "chat") {
     nlohmann::json messages = nlohmann::json::array();
     if (!turn.messages_json.empty()) {
       messages = nlohmann::json::parse(turn.messages_json);
@@ -477,8 +493,9 @@ std::string RequestBody(const BenchTarget& target, const BenchTurn& turn,
     }
     if (turn.max_tokens > 0) body["max_tokens"] = turn.max_tokens;
   }
-  body["stream"] = target.stream;
-  if (target.stream) body["stream_options"] = {{"include_usage", true}};
+  const bool stream = target.stream && turn.stream != 0;
+  body["stream"] = stream;
+  if (stream) body["stream_options"] = {{"include_usage", true}};
   if (!body.contains("temperature")) body["temperature"] = target.temperature;
   if (target.ignore_eos) body["ignore_eos"] = true;
   return body.dump();

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/messages_front.h"
+#include "obs/capture.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon {
@@ -189,6 +191,17 @@ StatusOr<std::unique_ptr<Workload>> Workload::Create(const WorkloadOptions& opti
     for (int64_t i = 0; i < n; ++i) {
       w->sessions_.push_back({w->trace_[i].arrival_seconds / options.time_scale, 1, i});
     }
+    w->arrival_times_ = true;
+  } else if (kind == "replay") {
+    if (options.traffic_path.empty()) return InvalidArgumentError("the replay workload needs --traffic FILE");
+    if (!(options.time_scale > 0)) return InvalidArgumentError("--time-scale must be > 0");
+    RETURN_IF_ERROR(w->LoadReplay());
+    const double first = w->replay_.front().ts;
+    w->arrival_times_ = first >= 0;
+    for (size_t i = 0; i < w->replay_.size(); ++i) {
+      const double at = w->arrival_times_ ? (w->replay_[i].ts - first) / options.time_scale : -1;
+      w->sessions_.push_back({at, 1, static_cast<int64_t>(i)});
+    }
   } else if (kind == "prompts" || kind == "conversation") {
     if (kind == "prompts" && options.prompts_path.empty()) {
       return InvalidArgumentError("the prompts workload needs --prompts FILE");
@@ -219,9 +232,71 @@ StatusOr<std::unique_ptr<Workload>> Workload::Create(const WorkloadOptions& opti
     }
   } else {
     return InvalidArgumentError("unknown --workload '" + kind +
-                                "' (random, shared-prefix, trace, prompts, conversation)");
+                                "' (random, shared-prefix, trace, prompts, conversation, replay)");
   }
   return w;
+}
+
+Status Workload::LoadReplay() {
+  std::ifstream in(options_.traffic_path, std::ios::binary);
+  if (!in) return InvalidArgumentError("cannot read --traffic " + options_.traffic_path);
+  std::string line, error;
+  CapturedRequest r;
+  int64_t number = 0, malformed = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    if (!ParseCaptureLine(line, &r, &error)) {
+      ++malformed;
+      continue;
+    }
+    const bool messages = r.endpoint == "/v1/messages";
+    if (!messages && r.endpoint != "/v1/chat/completions" && r.endpoint != "/v1/completions") continue;
+    if (!options_.routes.empty() &&
+        std::find(options_.routes.begin(), options_.routes.end(), r.route) == options_.routes.end()) {
+      continue;
+    }
+    if (r.status >= 400 && r.status < 500) {  // refused: nothing to measure
+      ++replay_skipped_;
+      continue;
+    }
+    ReplayEntry e{.ts = r.ts,
+                  .endpoint = r.endpoint == "/v1/completions" ? "completions" : "chat",
+                  .model = r.model,
+                  .stream = r.stream,
+                  .prompt_tokens = r.prompt_tokens,
+                  .completion_tokens = r.completion_tokens};
+    for (const auto& [from, to] : options_.model_map) {
+      if (e.model == from) e.model = to;
+    }
+    if (r.body.is_object()) {
+      nlohmann::json body = std::move(r.body);
+      if (messages) {
+        auto chat = ChatBodyFromMessagesRequest(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        if (chat.index() != 0) {
+          ++replay_skipped_;
+          continue;
+        }
+        body = std::move(std::get<0>(chat));
+        body["stream"] = r.stream;
+      }
+      if (!e.model.empty()) body["model"] = e.model;
+      e.body_json = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } else {
+      ++replay_without_body_;
+    }
+    replay_.push_back(std::move(e));
+  }
+  if (replay_.empty()) {
+    return InvalidArgumentError(options_.traffic_path + ": no chat or completion request to replay (" +
+                                std::to_string(number) + " lines, " + std::to_string(malformed) + " malformed)");
+  }
+  // A capture is written as requests end: replayed in the order they arrived.
+  std::stable_sort(replay_.begin(), replay_.end(), [](const ReplayEntry& a, const ReplayEntry& b) { return a.ts < b.ts; });
+  if (options_.num_requests > 0 && static_cast<int64_t>(replay_.size()) > options_.num_requests) {
+    replay_.resize(options_.num_requests);
+  }
+  return Status::Ok();
 }
 
 Status Workload::LoadPrompts() {
@@ -406,6 +481,18 @@ BenchTurn Workload::Turn(size_t session, int turn) const {
     out = *prefixes_[p];
     Words(rng, options_.input_len.Sample(rng), &out);
     out.max_tokens = options_.output_len.Sample(rng);
+  } else if (kind == "replay") {
+    const ReplayEntry& e = replay_.at(plan.source_idx);
+    out.endpoint = e.endpoint;
+    out.stream = e.stream ? 1 : 0;
+    out.model = e.model;
+    out.input_tokens = std::max<int64_t>(0, e.prompt_tokens);
+    if (!e.body_json.empty()) {
+      out.body_json = e.body_json;
+    } else {  // the captured lengths, in synthetic words
+      Words(rng, e.prompt_tokens > 0 ? e.prompt_tokens : options_.input_len.Sample(rng), &out);
+      out.max_tokens = e.completion_tokens > 0 ? e.completion_tokens : options_.output_len.Sample(rng);
+    }
   } else if (kind == "trace") {
     const TraceRequest& r = trace_.at(plan.source_idx);
     TraceBlocks(r, &out);
@@ -456,6 +543,17 @@ std::string Workload::Describe() const {
     }
   } else if (o.kind == "prompts") {
     d += " from " + o.prompts_path;
+  } else if (o.kind == "replay") {
+    d += " from " + o.traffic_path;
+    if (replay_without_body_ > 0) {
+      d += " (" + std::to_string(replay_without_body_) + " without a body: synthetic prompts of the captured lengths)";
+    }
+    if (replay_skipped_ > 0) d += ", " + std::to_string(replay_skipped_) + " refused ones left out";
+    if (o.time_scale != 1) {
+      std::ostringstream os;
+      os << o.time_scale;
+      d += " at " + os.str() + "x speed";
+    }
   } else {
     d += " in " + std::to_string(sessions_.size()) + " sessions" +
          (o.prompts_path.empty() ? ", input " + o.input_len.ToString() + unit + " a turn" : " from " + o.prompts_path);

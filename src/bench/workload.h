@@ -10,6 +10,13 @@
 //                  "parallel_tool_calls", "response_format" sent as they are), cycled as needed
 //   conversation   sessions of several turns; each turn resends the growing history
 //                  (the history itself is kept by the runner, from the real replies)
+//   replay         a traffic capture (`tachyon serve --capture`, obs/capture.h): each
+//                  chat / completion request's body as captured (model names mapped by
+//                  model_map; /v1/messages bodies as the chat request they translate to),
+//                  to its endpoint, streamed or not as captured, at the captured arrival
+//                  times; a line without a body gets a synthetic prompt of its captured
+//                  prompt_tokens and max_tokens = its completion_tokens. Requests the
+//                  server refused (4xx) are left out: they measure nothing.
 //
 // Prompts are built when a turn is sent, from a generator seeded by (seed, session):
 // a replay of a long trace holds its plans, not gigabytes of text, and the same seed
@@ -56,6 +63,9 @@ struct WorkloadOptions {
   int64_t max_input_len = 0;   // trace: cap on each request's input tokens (0: none)
   int64_t max_output_len = 0;  // trace: cap on each request's output tokens (0: none)
   std::string prompts_path;
+  std::string traffic_path;  // replay: the capture file
+  std::vector<std::pair<std::string, std::string>> model_map;  // replay: old model name -> new
+  std::vector<std::string> routes;                              // replay: only these routes ("": all)
   int num_turns = 3;         // conversation without a prompts file
   int64_t num_requests = 0;  // requests (turns) in all; 0: the whole file, or 100 when synthetic
   uint64_t seed = 0;
@@ -73,6 +83,13 @@ struct BenchTurn {
   int64_t max_tokens = 0;      // 0: the server's default
   int64_t input_tokens = 0;    // what the workload aimed for (words without a tokenizer)
   bool conversation = false;   // a turn of the conversation workload (sent with its history)
+  // replay: the captured body, sent as it is (with the model mapped); the endpoint
+  // ("chat" or "completions"; "": the target's), the stream flag (-1: the target's)
+  // and the model of a body-less line.
+  std::string body_json;
+  std::string endpoint;
+  int stream = -1;
+  std::string model;
 };
 
 struct SessionPlan {
@@ -87,7 +104,7 @@ class Workload {
 
   const std::vector<SessionPlan>& sessions() const { return sessions_; }
   int64_t num_requests() const;
-  bool has_arrival_times() const { return !trace_.empty(); }
+  bool has_arrival_times() const { return arrival_times_; }
   // The prompt of turn `turn` of session `session`: the same for the same options.
   // Not thread-safe (it keeps the shared prefixes it built): one caller at a time.
   BenchTurn Turn(size_t session, int turn) const;
@@ -103,6 +120,18 @@ class Workload {
   void TraceBlocks(const TraceRequest& r, BenchTurn* out) const;
 
   Status LoadShareGpt(std::istream& in);
+  Status LoadReplay();
+  struct ReplayEntry {
+    double ts = -1;
+    std::string body_json;  // "": none captured
+    std::string endpoint;   // "chat" or "completions"
+    std::string model;
+    bool stream = false;
+    int64_t prompt_tokens = -1, completion_tokens = -1;
+  };
+  std::vector<ReplayEntry> replay_;
+  int64_t replay_without_body_ = 0, replay_skipped_ = 0;
+  bool arrival_times_ = false;
   struct PromptEntry {
     std::vector<std::string> turns;  // user texts
     std::string messages_json;       // whole chat, when the file gave one

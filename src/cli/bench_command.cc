@@ -35,6 +35,9 @@ struct BenchFlags {
   int num_prefixes = 1;
   int64_t prefix_len = 512;
   std::string trace;
+  std::string traffic;
+  std::vector<std::string> model_map;
+  std::vector<std::string> routes;
   double time_scale = 1;
   int64_t max_input_len = 0;
   int64_t max_output_len = 0;
@@ -231,11 +234,27 @@ StatusOr<WorkloadOptions> BuildWorkloadOptions(const BenchFlags& f, const Tokeni
                      .max_input_len = f.max_input_len,
                      .max_output_len = f.max_output_len,
                      .prompts_path = f.prompts,
+                     .traffic_path = f.traffic,
+                     .routes = f.routes,
                      .num_turns = f.turns,
                      .num_requests = f.num_requests,
                      .seed = f.seed,
                      .tokenizer = tokenizer,
                      .prompt_ids = f.prompt_ids};
+  for (const std::string& m : f.model_map) {
+    const size_t eq = m.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
+      return InvalidArgumentError("--model-map '" + m + "' is not OLD=NEW");
+    }
+    wo.model_map.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  if (f.workload != "replay" && (!f.traffic.empty() || !f.model_map.empty() || !f.routes.empty())) {
+    return InvalidArgumentError("--traffic, --model-map and --routes are for --workload replay");
+  }
+  if (f.workload == "replay" && f.warmup > 0) {
+    return InvalidArgumentError("--warmup does not go with --workload replay (it would send the captured requests "
+                                "themselves, and fill the caches the replay measures)");
+  }
   StatusOr<LengthDist> in = LengthDist::Parse(f.input_len), out = LengthDist::Parse(f.output_len);
   if (!in.ok()) return InvalidArgumentError("--input-len " + in.status().message());
   if (!out.ok()) return InvalidArgumentError("--output-len " + out.status().message());
@@ -330,7 +349,7 @@ int RunBenchCommand(const BenchFlags& f) {
   if (!workload.ok()) return Fail(workload.status().message());
 
   const HttpClientOptions tls{.verify_peer = !f.insecure, .ca_file = f.ca_file};
-  if (target->model.empty()) {
+  if (target->model.empty() && f.workload != "replay") {  // a replay sends the captured model names
     StatusOr<std::string> model = DiscoverModel(*target, tls);
     if (!model.ok()) return Fail(model.status().message());
     target->model = *model;
@@ -421,7 +440,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
   cmd->add_option("--model", flags->model, "model name to send (default: the first of GET /v1/models)");
   cmd->add_option("--api-key", flags->api_key, "sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)");
   cmd->add_option("--header", flags->headers, "extra request header 'Name: value' (repeatable)");
-  cmd->add_option("--workload", flags->workload, "random, shared-prefix, trace, prompts or conversation")
+  cmd->add_option("--workload", flags->workload, "random, shared-prefix, trace, prompts, conversation or replay")
       ->capture_default_str();
   cmd->add_option("--input-len", flags->input_len,
                   "prompt length in tokens (shared-prefix: the unique suffix; conversation: each turn): N, "
@@ -435,7 +454,15 @@ void AddBenchCommand(CLI::App& app, int* exit_code, const std::string& command_l
   cmd->add_option("--trace", flags->trace,
                   "trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL (timestamp ms, "
                   "input_length, output_length, hash_ids of 512-token blocks)");
-  cmd->add_option("--time-scale", flags->time_scale, "trace: arrival times are divided by this (2 = twice as fast)")
+  cmd->add_option("--traffic", flags->traffic,
+                  "replay: a capture (tachyon serve --capture): its requests as captured (bodies, endpoints, "
+                  "stream flags) at their arrival times; lines without a body get synthetic prompts of their "
+                  "captured lengths; --num-requests caps the count (docs/audit.md)");
+  cmd->add_option("--model-map", flags->model_map, "replay: send model NEW where the capture says OLD (OLD=NEW, repeatable)");
+  cmd->add_option("--routes", flags->routes, "replay: only the requests of these routes");
+  cmd->add_option("--limit", flags->num_requests, "replay: at most N requests (the first N by arrival)");
+  cmd->add_option("--time-scale", flags->time_scale,
+                  "trace, replay: arrival times are divided by this (2 = twice as fast)")
       ->capture_default_str();
   cmd->add_option("--max-input-len", flags->max_input_len,
                   "trace: cap each request's input tokens, for servers with a short context (0: no cap)")

@@ -1,6 +1,7 @@
 // tachyon: one binary, one subcommand per job (see README.md).
 #include <CLI/CLI.hpp>
 
+#include "cli/audit_command.h"
 #include "cli/bench_command.h"
 #include "cli/cache_command.h"
 #include "cli/prompt_command.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   tachyon::cli::AddPromptCommand(app, &exit_code);
   tachyon::cli::AddRunCommand(app, &exit_code);
   tachyon::cli::AddServeCommand(app, &exit_code);
+  tachyon::cli::AddAuditCommand(app, &exit_code);
   std::string command_line = "tachyon";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   tachyon::cli::AddBenchCommand(app, &exit_code, command_line);

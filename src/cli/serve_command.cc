@@ -60,6 +60,7 @@ struct ServeFlags {
   int io_threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
   int workers = 2;
   bool no_access_log = false;
+  std::string capture;
   std::string embedding_model;
   std::string embedding_pooling;
   int embedding_threads = 0;  // 0: --threads
@@ -201,8 +202,9 @@ StatusOr<std::optional<std::string>> ApiKeyOf(const ServeFlags& flags) {
 // The server's settings: the flags, then the config's [server] for what no flag gave.
 struct ServerSettings {
   HttpServerOptions http;
-  OpenAiServerOptions server;
+  OpenAiServerOptions server;  // server.capture: opened by OpenCapture
   int workers = 2;
+  std::optional<CaptureOptions> capture;
 };
 
 ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>& api_key, const GatewayConfig* config) {
@@ -222,6 +224,11 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
                                 .pause_unsent_bytes = flags.max_unsent_bytes / 4},
                      .workers = flags.workers};
   out.server.origins.listen_host = out.http.host;
+  if (config && config->server.capture) out.capture = config->server.capture;
+  if (!flags.capture.empty()) {  // the flag's file, with the config's other capture settings
+    if (!out.capture) out.capture = CaptureOptions{};
+    out.capture->path = flags.capture;
+  }
   if (config == nullptr) return out;
   const ServerConfig& s = config->server;
   HttpServerOptions& http = out.http;
@@ -274,6 +281,20 @@ std::string RestartOnlyChanges(const ServerSettings& running, const ServerSettin
 // SIGHUP: the config file read, validated and built again; on any error the
 // running gateway and [server] stay as they are. Counted in
 // tachyon:config_reloads_total{result="applied"|"refused"}.
+// Opens next's capture, or keeps the running one when its settings are unchanged.
+Status OpenCapture(ServerSettings* next, const ServerSettings* running, MetricsRegistry* metrics) {
+  next->server.capture = nullptr;
+  if (!next->capture) return Status::Ok();
+  if (running && running->server.capture && running->capture == next->capture) {
+    next->server.capture = running->server.capture;
+    return Status::Ok();
+  }
+  StatusOr<std::shared_ptr<CaptureWriter>> writer = CaptureWriter::Open(*next->capture, metrics);
+  if (!writer.ok()) return writer.status();
+  next->server.capture = *writer;
+  return Status::Ok();
+}
+
 void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, const Gateway::Offload& offload,
             ServerSettings* settings, OpenAiServer* service, GatewayHolder* holder, MetricsRegistry* metrics) {
   auto count = [metrics](const char* result) {
@@ -297,6 +318,10 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
                  changes.c_str());
     return count("refused");
   }
+  if (Status s = OpenCapture(&next, settings, metrics); !s.ok()) {
+    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
+    return count("refused");
+  }
   StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*reloaded, holder->Get().get(), metrics, offload);
   if (!gateway.ok()) {
     std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
@@ -308,8 +333,8 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
   holder->Set(*gateway);
   DescribeConfig(*reloaded);
   std::fprintf(stderr,
-               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts "
-               "and access log (requests in flight finish on the old config)\n",
+               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts, "
+               "access log and capture (requests in flight finish on the old config)\n",
                flags.config.c_str());
   count("applied");
 }
@@ -346,6 +371,7 @@ int Run(const ServeFlags& flags) {
     config = std::move(loaded).value();
   }
   ServerSettings settings = Settle(flags, *api_key, config ? &*config : nullptr);
+  if (Status s = OpenCapture(&settings, nullptr, &metrics); !s.ok()) return Fail(s.message());
   // Request work that must not stall an I/O thread runs here (the gateway offloads it).
   auto pool = std::make_unique<WorkerPool>(settings.workers);
   const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };
@@ -496,6 +522,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                                           "Threads for request work (parsing, chat templates, tokenization)")
                               ->capture_default_str();
   cmd->add_flag("--no-access-log", flags->no_access_log, "No JSON line per request on stderr");
+  cmd->add_option("--capture", flags->capture,
+                  "Write one JSON line per finished request (numbers and the request body) to FILE, created 0600, "
+                  "for `tachyon audit` and `tachyon bench --workload replay`; [server] capture sets sample, bodies, "
+                  "max_bytes and redact (docs/audit.md)")
+      ->type_name("FILE");
   flags->engine_options.push_back(cmd->add_option("--embedding-model", flags->embedding_model,
                   "GGUF embedding model (bert, nomic-bert) served on /v1/embeddings beside --model, under its "
                   "file stem"));

@@ -124,9 +124,8 @@ Status Gateway::BuildTrimmer(const GatewayConfig& config, MetricsRegistry* metri
   return Status::Ok();
 }
 
-// The router stage, for the classify routes: their rules, and their classifiers
-// loaded from their files (routes naming the same embedder share one).
-Status Gateway::BuildRouter(const GatewayConfig& config, MetricsRegistry* metrics) {
+StatusOr<std::unordered_map<std::string, std::shared_ptr<const TaskRouter>>> BuildTaskRouters(
+    const GatewayConfig& config) {
   std::unordered_map<std::string, std::shared_ptr<const TaskRouter>> routers;
   std::unordered_map<std::string, std::shared_ptr<Embedder>> embedders;
   for (const RouteConfig& r : config.routes) {
@@ -172,6 +171,12 @@ Status Gateway::BuildRouter(const GatewayConfig& config, MetricsRegistry* metric
     }
     routers[r.model] = std::make_shared<const TaskRouter>(std::move(o));
   }
+  return routers;
+}
+
+// The router stage, for the classify routes.
+Status Gateway::BuildRouter(const GatewayConfig& config, MetricsRegistry* metrics) {
+  ASSIGN_OR_RETURN(auto routers, BuildTaskRouters(config));
   if (!routers.empty()) pipeline_.Add(std::make_unique<RouterStage>(std::move(routers), metrics));
   return Status::Ok();
 }

@@ -38,6 +38,7 @@ namespace tachyon {
 struct CallInfo {
   std::string route;
   std::string backend;  // "" when no backend answered
+  std::string backend_kind;  // its kind ("local", "openai", "anthropic"), or "cache" for a cache's answer
   int attempts = 0;     // backends tried
   double ttft_seconds = -1, e2e_seconds = -1;
   std::string cache;    // "hit", "miss", "bypass", or "" (the route is not cached)
@@ -56,6 +57,12 @@ class GatewaySink {
   virtual void OnChunk(const BackendChunk& chunk, const CallInfo& info) = 0;
   virtual void OnDone(const BackendResult& result, const CallInfo& info) = 0;
 };
+
+// The task routers of a config's classify routes, by route name: their rules,
+// and their classifiers loaded from their files (routes naming the same
+// embedder share one). The gateway's router stage, and `tachyon audit`.
+StatusOr<std::unordered_map<std::string, std::shared_ptr<const TaskRouter>>> BuildTaskRouters(
+    const GatewayConfig& config);
 
 class CacheStore;
 class ExactCache;

@@ -213,6 +213,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         attempt = current_ = next_id_++;
         ++info_.attempts;
         info_.backend = backend->name();
+        info_.backend_kind = backend->kind();
       }
     }
     if (!backend) {
@@ -284,6 +285,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     const double e2e = Since(pending_.arrival, gateway_->clock().Now());
     CallInfo info = info_;
     info.backend = answer.answered_by;
+    info.backend_kind = "cache";
     info.attempts = 0;
     info.ttft_seconds = info.e2e_seconds = e2e;
     for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);

@@ -550,6 +550,25 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
     RETURN_IF_ERROR(t.StringList(key, &list));
     *out = std::move(list);
   }
+  if (const toml::node* n = t.Get("capture")) {
+    if (!n->is_table()) {
+      return t.Error(*n, "capture", "must be a table, e.g. { path = \"traffic.jsonl\", sample = 1.0, bodies = true }");
+    }
+    TableReader c(*n->as_table(), t.path(), t.what() + ": capture");
+    CaptureOptions capture;
+    RETURN_IF_ERROR(c.String("path", &capture.path, true));
+    if (capture.path.empty()) return c.Error(*c.Get("path"), "path", "must not be empty");
+    RETURN_IF_ERROR(c.Number("sample", &capture.sample, 1e-9, 1));
+    RETURN_IF_ERROR(c.Bool("bodies", &capture.bodies));
+    RETURN_IF_ERROR(c.Integer("max_bytes", &capture.max_bytes, 4096, INT64_MAX));
+    if (c.Get("redact") != nullptr) RETURN_IF_ERROR(c.StringList("redact", &capture.redact));
+    for (const std::string& pattern : capture.redact) {
+      StatusOr<std::shared_ptr<BoundedRegex>> regex = BoundedRegex::Compile(pattern);
+      if (!regex.ok()) return c.Error(*c.Get("redact"), "redact", "'" + pattern + "': " + regex.status().message());
+    }
+    RETURN_IF_ERROR(c.NoOtherKeys());
+    s->capture = std::move(capture);
+  }
   return t.NoOtherKeys();
 }
 

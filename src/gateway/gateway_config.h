@@ -21,6 +21,7 @@
 #include "gateway/trim/prompt_trimmer.h"
 #include "gateway/route/route_policy.h"
 #include "gateway/route/task_router.h"
+#include "obs/capture.h"
 
 namespace tachyon {
 
@@ -120,6 +121,8 @@ struct ServerConfig {
   std::optional<int> max_connections;
   std::optional<double> read_timeout, write_timeout;  // seconds
   std::optional<int64_t> max_unsent_bytes;
+  // `capture = { path, sample, bodies, max_bytes, redact }`: the traffic capture (obs/capture.h).
+  std::optional<CaptureOptions> capture;
 };
 
 struct GatewayConfig {

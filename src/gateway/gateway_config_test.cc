@@ -160,6 +160,27 @@ affinity_prefix_chars = 64
   EXPECT_EQ(nested->backends[0].local.model_path, "/etc/t/m.gguf") << "relative to the config file";
 }
 
+TEST(GatewayConfigTest, TheTrafficCaptureTable) {
+  const std::string route = "[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n"
+                            "[[route]]\nmodel = \"chat\"\nbackends = [\"a\"]\n";
+  StatusOr<GatewayConfig> c = Parse(route + R"([server]
+capture = { path = "traffic.jsonl", sample = 0.5, bodies = false, max_bytes = 1048576, redact = ['\d{3}-\d{4}'] }
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->server.capture.has_value());
+  EXPECT_EQ(c->server.capture->path, "traffic.jsonl");
+  EXPECT_DOUBLE_EQ(c->server.capture->sample, 0.5);
+  EXPECT_FALSE(c->server.capture->bodies);
+  EXPECT_EQ(c->server.capture->max_bytes, 1048576);
+  EXPECT_EQ(c->server.capture->redact, std::vector<std::string>{"\\d{3}-\\d{4}"});
+  EXPECT_FALSE(Parse(route).value().server.capture.has_value());
+  EXPECT_NE(ErrorOf("[server]\ncapture = { sample = 0.5 }\n").find("'path' is required"), std::string::npos);
+  EXPECT_NE(ErrorOf("[server]\ncapture = { path = \"t\", sample = 0 }\n").find("sample"), std::string::npos);
+  EXPECT_NE(ErrorOf("[server]\ncapture = { path = \"t\", redact = [\"(open\"] }\n").find("(open"), std::string::npos);
+  EXPECT_NE(ErrorOf("[server]\ncapture = { path = \"t\", bodys = true }\n").find("bodys"), std::string::npos);
+  EXPECT_NE(ErrorOf("[server]\ncapture = \"t\"\n").find("must be a table"), std::string::npos);
+}
+
 TEST(GatewayConfigTest, AnEmbeddingBackendNeedsNoRouteAndCannotBeRouted) {
   StatusOr<GatewayConfig> c = Parse(R"(
 [[backend]]

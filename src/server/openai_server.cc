@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 
 #include "api/embeddings.h"
@@ -70,23 +71,44 @@ MessagesUsage MessagesUsageOf(const BackendResult& r) {
   return u;
 }
 
-// Frames one call's answer for HTTP and writes its access-log line. With
-// `messages_model` set the client came through /v1/messages: the answer is
-// framed in Anthropic's shape (whole, events, errors) for that model name.
+// Unix seconds (with milliseconds) of a steady-clock instant in the past.
+double UnixSecondsAt(SteadyClock::time_point t) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::round((now - std::chrono::duration<double>(SteadyClock::now() - t).count()) * 1e3) / 1e3;
+}
+
+double Millis(double seconds) { return seconds >= 0 ? std::round(seconds * 1e6) / 1e3 : 0.0; }
+
+// The request's traffic-capture line, started at arrival (what the server
+// knows before any backend); the sink adds the outcome.
+struct CaptureStart {
+  std::shared_ptr<CaptureWriter> writer;  // null: this request is not captured
+  std::string endpoint;                   // "/v1/chat/completions", ...
+  std::string body;                       // as received
+  SteadyClock::time_point arrival;
+};
+
+// Frames one call's answer for HTTP and writes its access-log and capture
+// lines. With `messages_model` set the client came through /v1/messages: the
+// answer is framed in Anthropic's shape (whole, events, errors) for that model name.
 class HttpSink : public GatewaySink {
  public:
   HttpSink(std::shared_ptr<ResponseWriter> writer, std::shared_ptr<const CompletionRequest> request,
-           std::string request_id, std::string id, bool access_log, std::string messages_model = "")
+           std::string request_id, std::string id, bool access_log, std::string messages_model, CaptureStart capture)
       : writer_(std::move(writer)),
         request_(std::move(request)),
         request_id_(std::move(request_id)),
         id_(std::move(id)),
         access_log_(access_log),
-        messages_model_(std::move(messages_model)) {
+        messages_model_(std::move(messages_model)),
+        capture_(std::move(capture)) {
     if (!messages_model_.empty()) messages_ = std::make_unique<MessagesEventWriter>(id_, messages_model_);
   }
 
   void OnChunk(const BackendChunk& chunk, const CallInfo& info) override {
+    if (capture_.writer && !chunk.reasoning && output_.size() < CaptureWriter::kMaxOutputBytes) {
+      output_.append(chunk.text, 0, CaptureWriter::kMaxOutputBytes - output_.size());
+    }
     if (!started_) {
       started_ = true;
       writer_->StartStream(200, "text/event-stream", Headers(info));
@@ -105,7 +127,21 @@ class HttpSink : public GatewaySink {
 
   void OnDone(const BackendResult& result, const CallInfo& info) override {
     const int status = messages_ ? FinishMessages(result, info) : Finish(result, info);
-    if (access_log_) Log(result, info, status);
+    if (!access_log_ && !capture_.writer) return;
+    nlohmann::json line = LogLine(result, info, status);
+    if (access_log_) std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    if (!capture_.writer) return;
+    line.erase("id");
+    line["ts"] = UnixSecondsAt(capture_.arrival);
+    line["endpoint"] = capture_.endpoint;
+    line["model"] = request_->model;
+    line["tenant"] = "";
+    line["backend_kind"] = info.backend_kind;
+    if (!line.contains("cache")) line["cache"] = "off";
+    if (!request_->stream) line["ttft_ms"] = line["e2e_ms"];  // the whole answer is the first token the client sees
+    if (result.queue_seconds >= 0) line["queue_ms"] = Millis(result.queue_seconds);
+    if (result.text) output_ = result.text->substr(0, CaptureWriter::kMaxOutputBytes);
+    capture_.writer->Add({.line = std::move(line), .body = std::move(capture_.body), .output = std::move(output_)});
   }
 
  private:
@@ -205,7 +241,7 @@ class HttpSink : public GatewaySink {
     return std::to_string(total) + steps;
   }
 
-  void Log(const BackendResult& result, const CallInfo& info, int status) const {
+  nlohmann::json LogLine(const BackendResult& result, const CallInfo& info, int status) const {
     nlohmann::json line = {{"request_id", request_id_},
                            {"id", id_},
                            {"route", info.route},
@@ -213,8 +249,8 @@ class HttpSink : public GatewaySink {
                            {"attempts", info.attempts},
                            {"status", status},
                            {"stream", request_->stream},
-                           {"ttft_ms", info.ttft_seconds >= 0 ? info.ttft_seconds * 1e3 : 0.0},
-                           {"e2e_ms", info.e2e_seconds >= 0 ? info.e2e_seconds * 1e3 : 0.0}};
+                           {"ttft_ms", Millis(info.ttft_seconds)},
+                           {"e2e_ms", Millis(info.e2e_seconds)}};
     if (!info.cache.empty()) line["cache"] = info.cache;
     if (info.cache_similarity >= 0) line["cache_similarity"] = info.cache_similarity;
     if (!info.route_class.empty()) {
@@ -232,8 +268,8 @@ class HttpSink : public GatewaySink {
     }
     if (result.num_cached_tokens >= 0) line["cached_tokens"] = result.num_cached_tokens;
     if (!result.finish_reason.empty()) line["finish_reason"] = result.finish_reason;
-    if (result.kind != BackendResult::Kind::kOk) line["error"] = result.error_kind;
-    std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    if (result.kind != BackendResult::Kind::kOk) line["error"] = result.error_kind.empty() ? "error" : result.error_kind;
+    return line;
   }
 
   std::shared_ptr<ResponseWriter> writer_;
@@ -242,6 +278,8 @@ class HttpSink : public GatewaySink {
   bool access_log_;
   std::string messages_model_;                   // /v1/messages: the model the answer names
   std::unique_ptr<MessagesEventWriter> messages_;  // /v1/messages: events from chunks
+  CaptureStart capture_;
+  std::string output_;    // captured requests: the answer's text so far (bounded)
   bool started_ = false;  // backend threads only, one at a time
 };
 
@@ -373,6 +411,8 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
   if (auto* error = std::get_if<ApiError>(&parsed)) {
     rejected_->With({"invalid_request"}).Add();
     SendError(*writer, *error, {{"x-request-id", request_id}});
+    CaptureRejected(http, endpoint == Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions",
+                    request_id, arrival, *error);
     return;
   }
   auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
@@ -388,6 +428,7 @@ void OpenAiServer::HandleMessages(HttpRequest http, std::shared_ptr<ResponseWrit
   auto refuse = [&](const ApiError& e) {
     rejected_->With({"invalid_request"}).Add();
     writer->Respond(e.http_status, "application/json", MessagesErrorBody(e), {{"x-request-id", request_id}});
+    CaptureRejected(http, count_tokens ? "/v1/messages/count_tokens" : "/v1/messages", request_id, arrival, e);
   };
   auto chat = ChatBodyFromMessagesRequest(http.body, count_tokens);
   if (auto* error = std::get_if<ApiError>(&chat)) return refuse(*error);
@@ -428,9 +469,36 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
       return w != nullptr && w->unsent_bytes() > limit;
     };
   }
-  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model);
+  CaptureStart capture{.endpoint = !messages_model.empty()                     ? "/v1/messages"
+                                    : endpoint == Endpoint::kChatCompletions ? "/v1/chat/completions"
+                                                                             : "/v1/completions",
+                       .arrival = arrival};
+  if (options->capture && options->capture->Sample()) {
+    capture.writer = options->capture;
+    if (capture.writer->options().bodies) capture.body = http.body;
+  }
+  auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model,
+                                         std::move(capture));
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
+}
+
+// A request refused before the gateway (its body did not parse or validate):
+// captured with its status and error, so an audit sees what clients send wrong.
+void OpenAiServer::CaptureRejected(const HttpRequest& http, const std::string& endpoint, const std::string& request_id,
+                                   SteadyClock::time_point arrival, const ApiError& error) {
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  if (!options->capture || !options->capture->Sample()) return;
+  nlohmann::json line = {{"request_id", request_id},
+                         {"ts", UnixSecondsAt(arrival)},
+                         {"endpoint", endpoint},
+                         {"route", ""},
+                         {"backend", ""},
+                         {"tenant", ""},
+                         {"status", error.http_status},
+                         {"error", error.code.empty() ? "invalid_request" : error.code},
+                         {"e2e_ms", Millis(std::chrono::duration<double>(SteadyClock::now() - arrival).count())}};
+  options->capture->Add({.line = std::move(line), .body = options->capture->options().bodies ? http.body : "", .output = ""});
 }
 
 void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {
@@ -524,23 +592,35 @@ void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWr
     SendError(*writer, *error, {{"x-request-id", request_id}});
     return;
   }
-  const bool access_log = Options()->access_log;
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  const bool access_log = options->access_log;
+  std::shared_ptr<CaptureWriter> capture = options->capture && options->capture->Sample() ? options->capture : nullptr;
+  std::string body = capture && capture->options().bodies ? http.body : "";
   const std::string model = backend->model_name(), backend_name = backend->name();
   // The gateway stays alive until the answer is written (a reload may replace it meanwhile).
   CancelFn cancel = backend->Handle(
-      std::move(request), [writer, gateway, request_id, model, backend_name, access_log, arrival](EmbeddingAnswer a) {
+      std::move(request), [writer, gateway, request_id, model, backend_name, access_log, arrival, capture,
+                           body = std::move(body)](EmbeddingAnswer a) mutable {
         writer->Respond(a.http_status, "application/json", std::move(a.body),
                         {{"x-request-id", request_id}, {"x-tachyon-route", model}, {"x-tachyon-backend", backend_name}});
+        if (!access_log && !capture) return;
+        nlohmann::json line = {{"request_id", request_id},
+                               {"endpoint", "embeddings"},
+                               {"route", model},
+                               {"backend", backend_name},
+                               {"status", a.http_status},
+                               {"inputs", a.num_inputs},
+                               {"prompt_tokens", a.prompt_tokens},
+                               {"e2e_ms", Millis(std::chrono::duration<double>(SteadyClock::now() - arrival).count())}};
         if (access_log) {
-          nlohmann::json line = {{"request_id", request_id},
-                                 {"endpoint", "embeddings"},
-                                 {"route", model},
-                                 {"backend", backend_name},
-                                 {"status", a.http_status},
-                                 {"inputs", a.num_inputs},
-                                 {"prompt_tokens", a.prompt_tokens},
-                                 {"e2e_ms", std::chrono::duration<double, std::milli>(SteadyClock::now() - arrival).count()}};
           std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        }
+        if (capture) {
+          line["endpoint"] = "/v1/embeddings";
+          line["ts"] = UnixSecondsAt(arrival);
+          line["tenant"] = "";
+          line["stream"] = false;
+          capture->Add({.line = std::move(line), .body = std::move(body), .output = ""});
         }
       });
   writer->OnClose(std::move(cancel));

@@ -17,7 +17,8 @@
 // new one) echoed in x-request-id; answers say who gave them (x-tachyon-route,
 // x-tachyon-backend). Streams are framed here: one SSE event per backend chunk,
 // then [DONE]; a failure mid-stream is an error event and [DONE], whatever the
-// backend. One JSON access-log line per request goes to stderr.
+// backend. One JSON access-log line per request goes to stderr, and with a
+// capture one line per request to its file (obs/capture.h).
 #pragma once
 
 #include <atomic>
@@ -28,8 +29,9 @@
 #include "base/worker_pool.h"
 #include "gateway/gateway.h"
 #include "http/http_server.h"
-#include "server/origin_policy.h"
+#include "obs/capture.h"
 #include "obs/metrics.h"
+#include "server/origin_policy.h"
 
 namespace tachyon {
 
@@ -59,6 +61,9 @@ struct OpenAiServerOptions {
   // holds the sequence) until it catches up; 0: never. The HTTP server drops the
   // connection at its own, larger bound (HttpServerOptions::max_unsent_bytes).
   int64_t pause_unsent_bytes = 1 << 20;
+  // The traffic capture (obs/capture.h); null: none. Kept across a reload whose
+  // capture settings did not change.
+  std::shared_ptr<CaptureWriter> capture;
 };
 
 class OpenAiServer {
@@ -81,6 +86,8 @@ class OpenAiServer {
   void Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
                 std::shared_ptr<CompletionRequest> request, const std::string& request_id,
                 std::chrono::steady_clock::time_point arrival, const std::string& messages_model);
+  void CaptureRejected(const HttpRequest& http, const std::string& endpoint, const std::string& request_id,
+                       std::chrono::steady_clock::time_point arrival, const ApiError& error);
   void HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer);
   void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
                         std::chrono::steady_clock::time_point arrival);

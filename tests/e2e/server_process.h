@@ -99,9 +99,10 @@ class ServerProcess {
   std::string url_;
 };
 
-inline std::string Curl(const std::string& args) {
+// A shell command's stdout.
+inline std::string Shell(const std::string& command) {
   std::string out;
-  FILE* pipe = ::popen(("curl -s -S --max-time 30 " + args + " 2>&1").c_str(), "r");
+  FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return out;
   std::array<char, 4096> buf;
   size_t n;
@@ -109,5 +110,7 @@ inline std::string Curl(const std::string& args) {
   ::pclose(pipe);
   return out;
 }
+
+inline std::string Curl(const std::string& args) { return Shell("curl -s -S --max-time 30 " + args + " 2>&1"); }
 
 }  // namespace tachyon::e2e

@@ -1,16 +1,9 @@
 #include "gateway/route/task_router.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <cstdio>
 
 namespace tachyon {
 namespace {
-
-// Backtracking steps one match may take; a plain pattern needs a few per byte.
-constexpr uint32_t kMatchLimit = 1000000;
-constexpr uint32_t kDepthLimit = 10000;
 
 int64_t CodePoints(std::string_view s) {
   int64_t n = 0;
@@ -53,47 +46,6 @@ bool GlobMatch(std::string_view pattern, std::string_view text) {
   }
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
-}
-
-StatusOr<std::shared_ptr<BoundedRegex>> BoundedRegex::Compile(const std::string& pattern) {
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
-  if (code == nullptr) {
-    PCRE2_UCHAR message[256];
-    pcre2_get_error_message(error, message, sizeof(message));
-    return InvalidArgumentError("regular expression at offset " + std::to_string(offset) + ": " +
-                                reinterpret_cast<const char*>(message));
-  }
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // interpreted when JIT is unavailable
-  std::shared_ptr<BoundedRegex> regex(new BoundedRegex());
-  regex->pattern_ = pattern;
-  regex->code_ = code;
-  return regex;
-}
-
-BoundedRegex::~BoundedRegex() {
-  if (code_ != nullptr) pcre2_code_free(static_cast<pcre2_code*>(code_));
-}
-
-bool BoundedRegex::Search(std::string_view text) const {
-  struct Context {
-    pcre2_match_context* context = pcre2_match_context_create(nullptr);
-    Context() {
-      pcre2_set_match_limit(context, kMatchLimit);
-      pcre2_set_depth_limit(context, kDepthLimit);
-    }
-    ~Context() { pcre2_match_context_free(context); }
-  };
-  thread_local Context context;
-  pcre2_code* code = static_cast<pcre2_code*>(code_);
-  pcre2_match_data* data = pcre2_match_data_create_from_pattern(code, nullptr);
-  // Invalid UTF-8 (not from a parsed JSON body) is an error code: no match.
-  const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, data,
-                             context.context);
-  pcre2_match_data_free(data);
-  return rc >= 0;
 }
 
 std::string LastUserText(const CompletionRequest& request) {

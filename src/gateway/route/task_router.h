@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/openai.h"
+#include "base/bounded_regex.h"
 #include "base/status.h"
 #include "embed/embedder.h"
 #include "embed/text_classifier.h"
@@ -28,25 +29,6 @@ namespace tachyon {
 
 // `*` any run of characters, `?` one byte, everything else itself.
 bool GlobMatch(std::string_view pattern, std::string_view text);
-
-// A PCRE2 pattern compiled once, matched with bounded work (a pattern that
-// backtracks without end on a hostile message stops at its match limit and
-// does not match).
-class BoundedRegex {
- public:
-  static StatusOr<std::shared_ptr<BoundedRegex>> Compile(const std::string& pattern);
-  ~BoundedRegex();
-  BoundedRegex(const BoundedRegex&) = delete;
-  BoundedRegex& operator=(const BoundedRegex&) = delete;
-  // Safe from several threads.
-  bool Search(std::string_view text) const;
-  const std::string& pattern() const { return pattern_; }
-
- private:
-  BoundedRegex() = default;
-  std::string pattern_;
-  void* code_ = nullptr;  // pcre2_code_8
-};
 
 struct RouteRule {
   std::string name;   // for the header: "extraction", or "#2" when the config names none

@@ -370,7 +370,9 @@ int RunBenchCommand(const BenchFlags& f) {
   ro.on_progress = [&bar](const BenchProgress& p) { bar.Show(p); };
   ro.stop_on_interrupt = true;
   const std::string endpoint = (target->url.tls ? "https://" : "http://") + target->url.host + ":" +
-                               std::to_string(target->url.port) + EndpointPath(*target);
+                               std::to_string(target->url.port) +
+                               (f.workload == "replay" ? ApiPath(*target, "") + " (the captured endpoints)"
+                                                       : EndpointPath(*target));
   std::fprintf(stderr, "tachyon bench: %s -> %s\n", (*workload)->Describe().c_str(), endpoint.c_str());
   const std::string started = UtcNow();
   BenchRun run = RunBench(**workload, ro, client);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The capture -> audit -> replay loop on a real engine, measured: serves stories260K
-# (../shared) with --capture, sends a realistic chat mix (FastChat's identity
-# conversations: many repeated questions), audits the capture, then replays it
-# against the config without and with the lever the audit ranks first among the
-# cache levers (the exact cache), A B A B, and compares.
-#   benchmarks/audit_loop.sh [build/release/src/cli/tachyon]   (REQUESTS=300 RATE=20 PAIRS=2)
+# (../shared) with --capture, sends a realistic chat mix (MT-Bench, self-instruct and
+# FastChat identity questions, popular ones asked again and again; a long shared system
+# prompt, with a repeated instruction, on 60% of them; half streamed, half answered
+# whole, from two clients at once), audits the capture, then replays it against the
+# config without and with one lever (LEVER: route keys, default the exact cache), A B A B,
+# and compares.
+#   benchmarks/audit_loop.sh [build/release/src/cli/tachyon]   (REQUESTS=300 RATE=20 PAIRS=2 LEVER=...)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 tachyon="${1:-$here/../build/release/src/cli/tachyon}"
@@ -12,6 +14,7 @@ shared="${SHARED:-$here/../../shared}"
 requests="${REQUESTS:-300}"
 rate="${RATE:-20}"
 pairs="${PAIRS:-2}"
+lever="${LEVER:-exact_cache = true}"
 work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -47,24 +50,54 @@ serve() {  # $1: config, then extra flags; sets url
 stop() { kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'; }
 
 config "$work/before.toml" ""
-config "$work/after.toml" "exact_cache = true"
+config "$work/after.toml" "$lever"
+python3 - "$shared" "$requests" "$work" <<'PY'
+import json, os, random, sys
+shared, n, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random(1)
+texts = []
+for line in open(os.path.join(shared, "data/prompts/mt_bench/question.jsonl")):
+    texts.append(json.loads(line)["turns"][0])
+for line in open(os.path.join(shared, "data/prompts/self_instruct/user_oriented_instructions.jsonl")):
+    texts.append(json.loads(line)["instruction"])
+for conv in json.load(open(os.path.join(shared, "data/prompts/fastchat_identity/dummy_conversation.json"))):
+    texts += [t["value"] for t in conv["conversations"] if t["from"] == "human"]
+texts = sorted({t for t in texts if len(t) < 200})
+rng.shuffle(texts)
+system = ("You are a friendly story teller for small children.\n\n\n"
+          "Use short sentences and simple words.\nAlways end the story with a happy ending.\n"
+          "Never use scary words.\nAlways end the story with a happy ending.\n\n\n"
+          "Keep every answer under fifty words.   ")
+weights = [1.0 / (i + 1) for i in range(len(texts))]
+for name in ("stream", "whole"):
+    with open(f"{work}/{name}.jsonl", "w") as out:
+        for _ in range(n // 2):
+            user = rng.choices(texts, weights)[0]
+            messages = ([{"role": "system", "content": system}] if rng.random() < 0.6 else []) + \
+                       [{"role": "user", "content": user}]
+            out.write(json.dumps({"messages": messages, "max_tokens": 24}) + "\n")
+PY
 lscpu | grep "Model name"
 
 serve "$work/before.toml" --capture "$work/traffic.jsonl"
-"$tachyon" bench --url "$url" --endpoint chat --model chat --workload prompts \
-  --prompts "$shared/data/prompts/fastchat_identity/dummy_conversation.json" --num-requests "$requests" \
-  --output-len 32 --request-rate "$rate" --seed 1 > /dev/null
+half_rate="$(python3 -c "print($rate / 2)")"
+"$tachyon" bench --url "$url" --endpoint chat --model chat --workload prompts --prompts "$work/stream.jsonl" \
+  --request-rate "$half_rate" --seed 1 > /dev/null &
+client=$!
+"$tachyon" bench --url "$url" --endpoint chat --model chat --workload prompts --prompts "$work/whole.jsonl" \
+  --no-stream --request-rate "$half_rate" --seed 2 > /dev/null
+wait "$client"
 stop
 echo "captured $(wc -l < "$work/traffic.jsonl") requests"
 "$tachyon" audit "$work/traffic.jsonl" --config "$work/before.toml" --json > "$work/audit.json"
 python3 - "$work/audit.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"audit: TTFT p95 {r['ttft_p95_ms']} ms, E2E p95 {r['e2e_p95_ms']} ms; ranking {r['ranking']}")
+print(f"audit of {r['requests']} requests: TTFT p95 {r['ttft_p95_ms']} ms, E2E p95 {r['e2e_p95_ms']} ms; ranking {r['ranking']}")
 for l in r["levers"]:
-    if l["lever"] == "semantic_cache":
-        print(f"  semantic_cache: exact_duplicate_share {l['exact_duplicate_share']}, exact_hit_rate {l['exact_hit_rate']}, "
-              f"predicted TTFT p95 {l['predicted_ttft_p95_ms']} ms (gain {l['expected_ttft_p95_gain_ms']} ms); config: {l['config']}")
+    keys = {k: v for k, v in l.items() if k.endswith("_share") or k.endswith("_rate")}
+    print(f"  {l['step']}. {l['lever']}: {keys}; predicted TTFT p95 {l['predicted_ttft_p95_ms']} ms "
+          f"(gain {l['expected_ttft_p95_gain_ms']} ms); config: {l['config']}")
 PY
 
 for i in $(seq "$pairs"); do

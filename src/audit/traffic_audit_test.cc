@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "embed/embedder.h"
 #include "gateway/embedder_spec.h"
 #include "gateway/trim/prompt_audit.h"
@@ -255,6 +257,84 @@ TEST(TrafficAuditTest, TheTtftModelIsFitOnTheStreamedAnswersAndPredictsTheLevers
   EXPECT_GT(p["shared_prefix_token_share"].get<double>(), 0.9);
   EXPECT_LT(p["predicted_ttft_p95_ms"].get<double>(), out["ttft_p95_ms"].get<double>());
   EXPECT_EQ(out["ranking"][0], "prefix_caching") << "the one lever this traffic pays for";
+}
+
+TEST(TrafficAuditTest, SmallTasksByAClassifyRoutesRulesAndTheSmallBackendsOwnTtft) {
+  StatusOr<GatewayConfig> config = ParseGatewayConfig(R"toml(
+[[backend]]
+name = "mini"
+kind = "openai"
+base_url = "http://127.0.0.1:9/v1"
+[[backend]]
+name = "big"
+kind = "openai"
+base_url = "http://127.0.0.1:9/v1"
+[[route]]
+model = "auto"
+policy = "classify"
+default = "large"
+[[route.class]]
+name = "small"
+backends = ["mini"]
+[[route.class]]
+name = "large"
+backends = ["big"]
+[[route.rule]]
+class = "small"
+user_regex = "^(Classify|Extract)"
+)toml",
+                                                      "t.toml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  // 20 small tasks answered by the big model (slow) and 20 large ones; 20 answers of mini in the capture (fast).
+  std::vector<CapturedRequest> rows;
+  for (int i = 0; i < 60; ++i) {
+    const bool small = i < 20 || i >= 40;
+    CapturedRequest r = Chat(i, std::string(small ? "Classify this: " : "Write an essay on ") + std::to_string(i));
+    r.route = "auto";
+    r.backend = i >= 40 ? "mini" : "big";
+    r.ttft_ms = i >= 40 ? 20 : 400;
+    rows.push_back(r);
+  }
+  TrafficAuditOptions options;
+  options.config = &*config;
+  const nlohmann::json out = Audit(rows, options);
+  const nlohmann::json routing = Lever(out, "routing");
+  EXPECT_DOUBLE_EQ(routing["small_task_share"].get<double>(), 0.6667);
+  EXPECT_NE(routing["method"].get<std::string>().find("classify"), std::string::npos);
+  // The 20 small tasks the big model answered get mini's 20 ms: 20 of 60 requests stay at 400 ms.
+  EXPECT_DOUBLE_EQ(out["ttft_p95_ms"].get<double>(), 400);
+  EXPECT_DOUBLE_EQ(routing["predicted_ttft_p95_ms"].get<double>(), 400) << "the large tasks still set the p95";
+  // A capture without mini's answers: --small-ttft-ms stands for its TTFT; without it, no prediction.
+  std::vector<CapturedRequest> big_only;
+  for (int i = 0; i < 40; ++i) {
+    CapturedRequest r = Chat(i, std::string(i == 0 ? "Write an essay" : "Extract the date from: ") + std::to_string(i));
+    r.route = "auto";
+    r.backend = "big";
+    r.ttft_ms = 400;
+    big_only.push_back(r);
+  }
+  EXPECT_FALSE(Lever(Audit(big_only, options), "routing")["predicted_ttft_p95_ms"].is_number());
+  options.small_ttft_ms = 20;
+  const nlohmann::json routed = Lever(Audit(big_only, options), "routing");
+  EXPECT_DOUBLE_EQ(routed["small_task_share"].get<double>(), 0.975);
+  EXPECT_DOUBLE_EQ(routed["predicted_ttft_p95_ms"].get<double>(), 20);
+}
+
+TEST(TrafficAuditTest, QuantizationReadsTheLocalModelsWeightTypes) {
+  const std::string model = std::string(TACHYON_SHARED_DIR) + "/fixtures/models/stories260K.gguf";
+  if (!std::ifstream(model)) GTEST_SKIP() << model << " is absent (needs ../shared)";
+  StatusOr<GatewayConfig> config = ParseGatewayConfig(
+      "[[backend]]\nname = \"stories\"\nkind = \"local\"\nmodel = \"" + model +
+          "\"\n[[route]]\nmodel = \"chat\"\nbackends = [\"stories\"]\n",
+      "t.toml");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  TrafficAuditOptions options;
+  options.config = &*config;
+  const nlohmann::json q = Lever(Audit({Chat(0, "a")}, options), "quantization");
+  ASSERT_EQ(q["local_models"].size(), 1u);
+  EXPECT_EQ(q["local_models"][0]["backend"], "stories");
+  EXPECT_TRUE(q["local_models"][0]["tensor_types"].contains("F32")) << q.dump();
+  EXPECT_NE(q["config"].get<std::string>().find("tachyon model quantize"), std::string::npos) << "float weights";
 }
 
 TEST(TrafficAuditTest, MalformedLinesAndOtherEndpointsAreCountedNotFatal) {

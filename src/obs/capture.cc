@@ -80,7 +80,9 @@ bool ParseCaptureLine(std::string_view text, CapturedRequest* out, std::string* 
     return false;
   }
   *out = CapturedRequest{};
-  for (auto& [key, v] : line.items()) {
+  for (auto item = line.begin(); item != line.end(); ++item) {
+    const std::string& key = item.key();
+    nlohmann::json& v = item.value();
     auto number = [&](double* to) {
       if (v.is_null()) return true;
       if (!v.is_number()) return false;

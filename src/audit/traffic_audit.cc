@@ -685,7 +685,7 @@ nlohmann::json TrafficAudit::Routing() {
     j["recommendation"] = Pct(share) + " of requests are small tasks: send them to a small, fast model with a "
                           "classify route.";
     j["config"] = "[[route]] policy = \"classify\" with [[route.class]] name = \"small\", backends = [\"<small model>\"]"
-                  " and name = \"large\"; rules or classifier = { model = \"router.bin\" } (docs/routing.md)";
+                  " and name = \"large\"; rules or classifier = { model = \"router.bin\" } (docs/router.md)";
   } else {
     j["recommendation"] = "Few small tasks (" + Pct(share) + "): routing would move little traffic.";
     j["config"] = "";

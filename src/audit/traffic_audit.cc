@@ -292,11 +292,13 @@ void TrafficAudit::Extract(const CapturedRequest& r, RouteState& route, Row& row
   if (SemanticKey(request, route.name, r.tenant, &question, &scope)) {
     const uint64_t scope_hash = Hash(scope, Hash(route.embedder_spec));
     const uint64_t question_hash = Hash(question, scope_hash);
+    // The entry whose answer this request would get: the same question's, else the
+    // nearest earlier one's at or above the threshold, else a new entry of its own.
+    int64_t entry = -1;
     auto known = questions_.find(question_hash);
-    double* stored = nullptr;
     if (known != questions_.end()) {
       row.semantic_dup = true;
-      stored = &known->second;
+      entry = static_cast<int64_t>(known->second);
     } else {
       StatusOr<std::vector<float>> vector = route.embedder->Embed(std::span<const std::string>(&question, 1));
       if (vector.ok()) {
@@ -305,26 +307,25 @@ void TrafficAudit::Extract(const CapturedRequest& r, RouteState& route, Row& row
         auto nearest = route.index->Search(partition, vector->data(), 1);
         if (!nearest.empty() && nearest[0].second >= route.threshold) {
           row.semantic_dup = true;
-          stored = &entry_stored_[nearest[0].first];
-        }
-        if (entry_stored_.size() < options_.max_semantic_entries) {
-          const uint64_t id = entry_stored_.size();
+          entry = static_cast<int64_t>(nearest[0].first);
+        } else if (entry_stored_.size() < options_.max_semantic_entries) {
+          entry = static_cast<int64_t>(entry_stored_.size());
           entry_stored_.push_back(kNone);
-          route.index->Add(partition, id, vector->data());
-          questions_.emplace(question_hash, kNone);
-          if (!stored) stored = &entry_stored_[id];
+          route.index->Add(partition, static_cast<uint64_t>(entry), vector->data());
         } else {
           semantic_capped_ = true;
         }
+        if (entry >= 0) questions_.emplace(question_hash, static_cast<uint64_t>(entry));
       }
     }
     if (row.exact_hit) {
       row.semantic_hit = true;
-    } else if (stored) {
-      if (cacheable && *stored != kNone && r.ts - *stored <= route.ttl) {
+    } else if (entry >= 0) {
+      double& stored = entry_stored_[static_cast<size_t>(entry)];
+      if (cacheable && stored != kNone && r.ts - stored <= route.ttl) {
         row.semantic_hit = true;
       } else if (cacheable && row.ok) {
-        *stored = r.ts;
+        stored = r.ts;
       }
     }
   } else {

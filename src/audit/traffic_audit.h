@@ -131,7 +131,7 @@ class TrafficAudit {
     double stored = -1e300;  // ts of the stored answer; -1e300: none
   };  // an entry exists once its key was seen
   std::unordered_map<uint64_t, ExactEntry> exact_;
-  std::unordered_map<uint64_t, double> questions_;  // scope+question -> ts stored (-1e300: seen, none stored)
+  std::unordered_map<uint64_t, uint64_t> questions_;  // scope+question -> the entry (index label) answering it
   std::unordered_map<std::string, std::unique_ptr<VectorIndex>> indexes_;  // by embedder spec
   std::vector<double> entry_stored_;                // index label -> ts stored (-1e300: none)
   bool semantic_capped_ = false;

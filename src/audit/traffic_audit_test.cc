@@ -128,6 +128,14 @@ TEST(TrafficAuditTest, SemanticDuplicatesWithinTheThresholdInTheSameScope) {
   EXPECT_DOUBLE_EQ(s["exact_duplicate_share"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(s["semantic_duplicate_share"].get<double>(), 0.3333);
   EXPECT_DOUBLE_EQ(s["semantic_hit_rate"].get<double>(), 0.3333);
+  // One entry per answer: a paraphrase's answer is stored in the entry the first
+  // question made (whose own answer failed), and the first question asked again gets it.
+  std::vector<CapturedRequest> rows = {Chat(0, a), Chat(1, b), Chat(2, a)};
+  rows[0].status = 502;
+  rows[0].error = "upstream_5xx";
+  const nlohmann::json again = Lever(Audit(rows, options), "semantic_cache");
+  EXPECT_DOUBLE_EQ(again["exact_hit_rate"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(again["semantic_hit_rate"].get<double>(), 0.3333) << "the third, from what the second stored";
   // Another system prompt is another scope: no duplicate.
   CapturedRequest other = Chat(1, b);
   WithSystem(other, "Be terse.");

@@ -236,7 +236,7 @@ bool CaptureWriter::Sample() {
 }
 
 void CaptureWriter::Add(CaptureRecord record) {
-  if (!options_.bodies) record.body.clear();
+  if (!options_.bodies && record.output.empty()) record.body.clear();  // nothing reads it
   const size_t bytes = record.body.size() + record.output.size();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -275,24 +275,27 @@ void CaptureWriter::Run() {
 
 std::string CaptureWriter::Line(CaptureRecord& record) const {
   nlohmann::json& line = record.line;
+  if (record.body.empty() && record.output.empty()) return Dump(line);
+  // One parse serves both: the prompt's words for output_ngram_share, and the body written.
+  nlohmann::json body = nlohmann::json::parse(record.body, nullptr, false);
   if (!record.output.empty()) {
     std::string prompt;
-    nlohmann::json parsed = nlohmann::json::parse(record.body, nullptr, false);
-    if (!parsed.is_discarded()) AppendStrings(parsed, &prompt);
+    if (!body.is_discarded()) AppendStrings(body, &prompt);
     const double share = OutputNgramShare(prompt, record.output);
     if (share >= 0) line["output_ngram_share"] = std::round(share * 1e4) / 1e4;
   }
-  if (options_.bodies && !record.body.empty()) line["body"] = RedactedBody(record.body);
+  if (options_.bodies && !record.body.empty()) {
+    if (body.is_discarded()) body = std::move(record.body);  // as received, a string
+    Redact(body);
+    line["body"] = std::move(body);
+  }
+  return Dump(line);
+}
+
+std::string CaptureWriter::Dump(const nlohmann::json& line) {
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.push_back('\n');
   return text;
-}
-
-nlohmann::json CaptureWriter::RedactedBody(const std::string& body) const {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
-  if (value.is_discarded()) value = body;  // as received, a string
-  Redact(value);
-  return value;
 }
 
 void CaptureWriter::Redact(nlohmann::json& value) const {

@@ -52,7 +52,7 @@ struct CaptureOptions {
 // One finished request.
 struct CaptureRecord {
   nlohmann::json line;  // every field but "body" (an object)
-  std::string body;     // the request as received; empty when bodies are off
+  std::string body;     // the request as received (with bodies off: read for output_ngram_share, never written)
   std::string output;   // the answer's text (for output_ngram_share only; never written)
 };
 
@@ -107,7 +107,7 @@ class CaptureWriter {
   void Write(const std::string& line);
   Status OpenFile();
   Status Rotate();
-  nlohmann::json RedactedBody(const std::string& body) const;
+  static std::string Dump(const nlohmann::json& line);
   void Redact(nlohmann::json& value) const;
 
   const CaptureOptions options_;

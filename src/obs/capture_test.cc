@@ -57,11 +57,14 @@ TEST_F(CaptureTest, OneLinePerRecordWithTheBodyAsJsonAndTheFileIsPrivate) {
 TEST_F(CaptureTest, BodiesOffKeepsOnlyTheNumbers) {
   auto w = CaptureWriter::Open({.path = path_, .bodies = false}, &metrics_);
   ASSERT_TRUE(w.ok());
-  (*w)->Add(Record(0, R"({"messages":[{"role":"user","content":"secret"}]})"));
+  CaptureRecord r = Record(0, R"({"messages":[{"role":"user","content":"secret one two three"}]})");
+  r.output = "one two three";  // its one trigram is the prompt's: the share still reads the prompt
+  (*w)->Add(std::move(r));
   (*w)->Flush();
   const auto lines = Lines(path_);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_FALSE(lines[0].contains("body"));
+  EXPECT_DOUBLE_EQ(lines[0]["output_ngram_share"].get<double>(), 1.0);
   std::ifstream in(path_);
   const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(all.find("secret"), std::string::npos);

@@ -475,7 +475,7 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
                        .arrival = arrival};
   if (options->capture && options->capture->Sample()) {
     capture.writer = options->capture;
-    if (capture.writer->options().bodies) capture.body = http.body;
+    capture.body = http.body;  // with bodies off, only output_ngram_share reads it
   }
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model,
                                          std::move(capture));

@@ -503,6 +503,9 @@ nlohmann::json TrafficAudit::Distributions() const {
       bucket = b;
       if (span / b <= 120) break;
     }
+    // Beyond 120 days, whole days: still at most ~121 buckets, however far apart the
+    // first and last arrivals of a file are.
+    if (span / bucket > 120) bucket = std::ceil(span / 120 / 86400) * 86400;
     std::vector<int64_t> counts(static_cast<size_t>(span / bucket) + 1, 0);
     for (const Row& row : rows_) {
       if (row.ts >= 0) counts[std::min(counts.size() - 1, static_cast<size_t>((row.ts - first) / bucket))]++;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "embed/embedder.h"
@@ -387,6 +388,28 @@ TEST(CaptureLineTest, ReadsOurLinesAndOtherLogsWithTheSameFields) {
   EXPECT_FALSE(ParseCaptureLine(R"({"ttft_ms":"fast"})", &r, &error));
   EXPECT_NE(error.find("ttft_ms"), std::string::npos);
   EXPECT_FALSE(ParseCaptureLine(R"({"ts":"yesterday"})", &r, &error));
+}
+
+TEST(CaptureLineTest, NumbersOutOfRangeAreBrokenLines) {
+  CapturedRequest r;
+  std::string error;
+  EXPECT_FALSE(ParseCaptureLine(R"({"e2e_ms":1e999})", &r, &error)) << "not finite";
+  EXPECT_FALSE(ParseCaptureLine(R"({"e2e_ms":1e16})", &r, &error));
+  EXPECT_NE(error.find("e2e_ms"), std::string::npos);
+  EXPECT_FALSE(ParseCaptureLine(R"({"ts":1e300})", &r, &error));
+  EXPECT_FALSE(ParseCaptureLine(R"({"prompt_tokens":-1e20})", &r, &error));
+  EXPECT_FALSE(ParseCaptureLine(R"({"status":70000})", &r, &error));
+  EXPECT_FALSE(ParseCaptureLine(R"({"ts":"99999999-01-01T00:00:00Z"})", &r, &error));
+  EXPECT_TRUE(ParseCaptureLine(R"({"status":null,"prompt_tokens":null})", &r, &error)) << error;
+}
+
+TEST(TrafficAuditTest, ArrivalsFarApartStillChartInAFewBuckets) {
+  // A file whose arrivals span 30 million years: ~121 buckets of whole days, not
+  // a count per day (the fuzzer's out-of-memory).
+  const nlohmann::json r = Audit({Chat(0, "a"), Chat(1e15, "b")});
+  const nlohmann::json& arrivals = r["distributions"]["arrivals"];
+  EXPECT_LE(arrivals["counts"].size(), 122u);
+  EXPECT_EQ(std::fmod(arrivals["bucket_s"].get<double>(), 86400.0), 0.0);
 }
 
 }  // namespace

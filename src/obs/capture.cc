@@ -60,7 +60,10 @@ double IsoSeconds(const std::string& s) {
       std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%lf", &y, &mo, &d, &h, &mi, &sec) != 6) {
     return -1;
   }
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec < 0 || sec >= 61) return -1;
+  if (y < 1 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+      !(sec >= 0 && sec < 61)) {
+    return -1;
+  }
   // Days from the civil date (proleptic Gregorian), without the C library's time zones.
   y -= mo <= 2;
   const int era = (y >= 0 ? y : y - 399) / 400;
@@ -83,16 +86,20 @@ bool ParseCaptureLine(std::string_view text, CapturedRequest* out, std::string* 
   for (auto item = line.begin(); item != line.end(); ++item) {
     const std::string& key = item.key();
     nlohmann::json& v = item.value();
+    // Numbers are finite and within what a request can measure (1e15: 31,000 years in
+    // ms, or that many tokens); anything else is a broken line, not a value to chart.
     auto number = [&](double* to) {
       if (v.is_null()) return true;
       if (!v.is_number()) return false;
-      *to = v.get<double>();
+      const double x = v.get<double>();
+      if (!std::isfinite(x) || std::fabs(x) > 1e15) return false;
+      *to = x;
       return true;
     };
     auto integer = [&](int64_t* to) {
-      if (v.is_null()) return true;
-      if (!v.is_number()) return false;
-      *to = static_cast<int64_t>(v.get<double>());
+      double x = 0;
+      if (!number(&x)) return false;
+      if (!v.is_null()) *to = static_cast<int64_t>(x);
       return true;
     };
     auto string = [&](std::string* to) {
@@ -121,8 +128,8 @@ bool ParseCaptureLine(std::string_view text, CapturedRequest* out, std::string* 
     else if (key == "stream") ok = v.is_boolean() ? (out->stream = v.get<bool>(), true) : v.is_null();
     else if (key == "status") {
       double s = 0;
-      ok = number(&s);
-      out->status = static_cast<int>(s);
+      ok = number(&s) && s >= 0 && s < 1000;
+      out->status = ok ? static_cast<int>(s) : 0;
     } else if (key == "ttft_ms") ok = number(&out->ttft_ms);
     else if (key == "e2e_ms") ok = number(&out->e2e_ms);
     else if (key == "queue_ms") ok = number(&out->queue_ms);
@@ -139,7 +146,7 @@ bool ParseCaptureLine(std::string_view text, CapturedRequest* out, std::string* 
       }
     }
     if (!ok) {
-      *error = "field '" + key + "' has the wrong type";
+      *error = "field '" + key + "' has the wrong type or is out of range";
       return false;
     }
   }

@@ -71,7 +71,8 @@ struct CapturedRequest {
 };
 
 // Reads one line; false (with the reason in *error) when it is not a JSON
-// object or a known field has the wrong type.
+// object or a known field has the wrong type or a number out of range (not finite,
+// beyond 1e15, a status outside 0..999).
 bool ParseCaptureLine(std::string_view line, CapturedRequest* out, std::string* error);
 
 // The share of `output`'s word trigrams that occurred earlier in `prompt` or in

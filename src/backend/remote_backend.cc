@@ -420,7 +420,8 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
                        .timeout_seconds = options_.total_timeout_seconds,
                        .connect_timeout_seconds = options_.connect_timeout_seconds,
                        .first_byte_timeout_seconds = options_.first_byte_timeout_seconds,
-                       .tls = url_.tls};
+                       .tls = url_.tls,
+                       .connect_address = options_.connect_address};
   up.headers.emplace_back("Content-Type", "application/json");
   if (r.stream) up.headers.emplace_back("Accept", "text/event-stream");
   if (anthropic) {

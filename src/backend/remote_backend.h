@@ -39,6 +39,7 @@ struct RemoteBackendOptions {
   std::string name;
   UpstreamDialect dialect = UpstreamDialect::kOpenAI;
   std::string base_url;        // "http://127.0.0.1:9001/v1" (the paths /chat/completions, /completions go under it)
+  std::string connect_address; // a numeric address to connect to instead of base_url's host's (DNS discovery); "": resolve the host
   std::string api_key;         // sent as "Authorization: Bearer" (Anthropic: x-api-key); "" for none
   std::string upstream_model;  // the model name sent upstream; "" keeps the client's
   double connect_timeout_seconds = 5;

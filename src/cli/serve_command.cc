@@ -18,6 +18,7 @@
 #include "base/thread_pool.h"
 #include "base/worker_pool.h"
 #include "cli/format.h"
+#include "gateway/discovery.h"
 #include "gateway/gateway.h"
 #include "gateway/gateway_config.h"
 #include "http/http_server.h"
@@ -166,7 +167,8 @@ void DescribeConfig(const GatewayConfig& config) {
     const std::string where = b.kind == "openai" || b.kind == "anthropic" ? " " + b.remote.base_url
                               : b.kind == "embedding" ? " " + b.embedding.embedder.model_path
                                                       : "";
-    std::fprintf(stderr, "tachyon serve: backend %s (%s%s)\n", b.name.c_str(), b.kind.c_str(), where.c_str());
+    std::fprintf(stderr, "tachyon serve: backend %s (%s%s%s)\n", b.name.c_str(), b.kind.c_str(), where.c_str(),
+                 b.discover.empty() ? "" : ", discovered by DNS: one backend per address");
   }
   for (const RouteConfig& r : config.routes) {
     std::string names;
@@ -295,8 +297,30 @@ Status OpenCapture(ServerSettings* next, const ServerSettings* running, MetricsR
   return Status::Ok();
 }
 
-void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, const Gateway::Offload& offload,
-            ServerSettings* settings, OpenAiServer* service, GatewayHolder* holder, MetricsRegistry* metrics) {
+// The gateway of a config, built from the running one and published; discovered
+// backends (gateway/discovery.h) expanded by `discovery`, which also rebuilds it
+// when their members change.
+std::shared_ptr<BackendDiscovery> MakeDiscovery(GatewayHolder* holder, MetricsRegistry* metrics,
+                                                const Gateway::Offload& offload) {
+  auto discovery = std::make_shared<std::weak_ptr<BackendDiscovery>>();
+  std::shared_ptr<BackendDiscovery> d = BackendDiscovery::Create(
+      SystemResolver(),
+      [holder, metrics, offload, discovery](const GatewayConfig& expanded) -> Status {
+        StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(expanded, holder->Get().get(), metrics, offload);
+        if (!gateway.ok()) return gateway.status();
+        (*gateway)->set_on_connect_failure([discovery](const std::string& backend) {
+          if (std::shared_ptr<BackendDiscovery> d = discovery->lock()) d->Poke(backend);
+        });
+        holder->Set(*gateway);
+        return Status::Ok();
+      },
+      metrics);
+  *discovery = d;
+  return d;
+}
+
+void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, BackendDiscovery* discovery,
+            ServerSettings* settings, OpenAiServer* service, MetricsRegistry* metrics) {
   auto count = [metrics](const char* result) {
     metrics->AddCounter("tachyon:config_reloads_total", "SIGHUP reloads of --config, by result", {"result"})
         .With({result})
@@ -322,15 +346,12 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
     std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
     return count("refused");
   }
-  StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*reloaded, holder->Get().get(), metrics, offload);
-  if (!gateway.ok()) {
-    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n",
-                 gateway.status().message().c_str());
+  if (Status s = discovery->SetConfig(*reloaded); !s.ok()) {
+    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
     return count("refused");
   }
   service->SetOptions(next.server);
   *settings = std::move(next);
-  holder->Set(*gateway);
   DescribeConfig(*reloaded);
   std::fprintf(stderr,
                "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts, "
@@ -375,15 +396,15 @@ int Run(const ServeFlags& flags) {
   // Request work that must not stall an I/O thread runs here (the gateway offloads it).
   auto pool = std::make_unique<WorkerPool>(settings.workers);
   const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };
+  std::shared_ptr<BackendDiscovery> discovery;
   if (config) {
     for (const char* result : {"applied", "refused"}) {  // both series from the start, at 0
       metrics.AddCounter("tachyon:config_reloads_total", "SIGHUP reloads of --config, by result", {"result"})
           .With({result});
     }
-    StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(*config, nullptr, &metrics, offload);
-    if (!gateway.ok()) return Fail(gateway.status().message());
+    discovery = MakeDiscovery(&holder, &metrics, offload);
+    if (Status s = discovery->SetConfig(*config); !s.ok()) return Fail(s.message());
     DescribeConfig(*config);
-    holder.Set(*gateway);
   } else {
     StatusOr<std::shared_ptr<Gateway>> gateway = SingleModel(flags, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
@@ -411,12 +432,13 @@ int Run(const ServeFlags& flags) {
       std::fprintf(stderr, "tachyon serve: SIGHUP: no --config to reload\n");
       continue;
     }
-    Reload(flags, *api_key, offload, &settings, &service, &holder, &metrics);
+    Reload(flags, *api_key, discovery.get(), &settings, &service, &metrics);
   }
   std::fprintf(stderr, "tachyon serve: %s: finishing open responses (up to %.0f s)\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM", flags.grace_seconds);
   metrics.RemoveCollector(connections_collector);
   (*server)->Stop(flags.grace_seconds);
+  if (discovery) discovery->Stop();  // no gateway is built after this
   pool->Close();             // the queued request work runs (its answers go nowhere now); later posts are dropped
   holder.Get()->Shutdown();  // engines stop, upstream connections close; no callback runs after this
   holder.Set(nullptr);

@@ -84,13 +84,20 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
       backend = std::move(remote).value();
     }
     g->slots_.push_back(MakeSlot(std::move(backend), b.fingerprint, b.breaker, metrics));
+    g->slots_.back()->discovered_from = b.discovered_from;
   }
   RETURN_IF_ERROR(g->BuildTrimmer(config, metrics));
   RETURN_IF_ERROR(g->BuildCaches(config, previous, metrics));
   for (const RouteConfig& r : config.routes) {
     std::vector<std::shared_ptr<BackendSlot>> slots;
     for (const std::string& name : r.backends) slots.push_back(g->Slot(name));
-    g->routes_.Add(std::make_unique<Route>(r, std::move(slots), metrics));
+    auto route = std::make_unique<Route>(r, std::move(slots), metrics);
+    if (previous != nullptr) {
+      for (const auto& old : previous->routes_.routes()) {
+        if (old->name() == r.model) route->Inherit(*old);
+      }
+    }
+    g->routes_.Add(std::move(route));
   }
   RETURN_IF_ERROR(g->BuildRouter(config, metrics));
   return g;

@@ -115,6 +115,15 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // The semantic cache's store, or null when no route has one.
   SemanticCache* semantic_cache() const { return semantic_cache_.get(); }
   const Offload& offload() const { return offload_; }
+
+  // Told the discovered backend (gateway/discovery.h) whose member a call could
+  // not connect to, so its name is resolved again. Set before the gateway serves.
+  void set_on_connect_failure(std::function<void(const std::string& backend)> fn) {
+    on_connect_failure_ = std::move(fn);
+  }
+  void OnConnectFailure(const std::string& backend) const {
+    if (on_connect_failure_) on_connect_failure_(backend);
+  }
   const Clock& clock() const { return Clock::Or(clock_); }
 
  private:
@@ -128,6 +137,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   MetricsRegistry* metrics_ = nullptr;
   Offload offload_;
   const Clock* clock_ = nullptr;
+  std::function<void(const std::string&)> on_connect_failure_;
   std::vector<std::shared_ptr<BackendSlot>> slots_;
   struct EmbeddingSlot {
     std::shared_ptr<EmbeddingBackend> backend;

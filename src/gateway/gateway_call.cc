@@ -121,6 +121,9 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         slot.errors->With({slot.backend->name(), result.error_kind}).Add();
       }
       if (result.first_byte_seconds >= 0) slot.first_byte->Observe(result.first_byte_seconds);
+      if (result.error_kind == "connect" && !slot.discovered_from.empty()) {
+        gateway_->OnConnectFailure(slot.discovered_from);  // a replica that went away: resolve its name again
+      }
       {
         std::lock_guard<std::mutex> slot_lock(slot.mutex);
         --slot.outstanding;

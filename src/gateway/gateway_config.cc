@@ -185,6 +185,18 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.Integer("pool_size", &r.pool_size, 0, 100000));
     RETURN_IF_ERROR(t.Bool("verify_tls", &r.verify_tls));
     RETURN_IF_ERROR(t.String("ca_file", &r.ca_file));
+    RETURN_IF_ERROR(t.String("discover", &b->discover));
+    if (!b->discover.empty() && b->discover != "dns") {
+      return t.Error(*t.Get("discover"), "discover", "must be \"dns\", not \"" + b->discover + "\"");
+    }
+    RETURN_IF_ERROR(t.Number("discover_interval", &b->discover_interval, 0.1, 86400));
+    RETURN_IF_ERROR(t.String("hosts_file", &b->hosts_file));
+    for (const char* key : {"discover_interval", "hosts_file"}) {
+      if (b->discover.empty() && t.Get(key) != nullptr) {
+        return t.Error(*t.Get(key), key, "needs discover = \"dns\"");
+      }
+    }
+    if (!b->hosts_file.empty()) b->hosts_file = BesideConfig(path, b->hosts_file);
   } else if (b->kind == "local") {
     LocalBackendOptions& l = b->local;
     l.name = b->name;

@@ -32,6 +32,15 @@ struct BackendConfig {
   EmbeddingBackendOptions embedding;
   RemoteBackendOptions remote;
   CircuitBreakerOptions breaker;
+  // discover = "dns" (openai / anthropic kinds): base_url's host names a set of
+  // replicas (a Kubernetes headless Service); each of its addresses is a backend
+  // of its own, "<name>/<address>", re-resolved every discover_interval seconds
+  // (gateway/discovery.h). hosts_file: resolve from this hosts(5)-format file
+  // instead of DNS (a fleet on one machine, tests).
+  std::string discover;
+  double discover_interval = 5;
+  std::string hosts_file;
+  std::string discovered_from;  // set on a discovered member: its [[backend]]'s name
   // The backend's table as written (keys sorted): an unchanged backend keeps
   // running across a reload; a changed one is made anew.
   std::string fingerprint;

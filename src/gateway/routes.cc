@@ -73,14 +73,14 @@ Route::Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>
       for (const std::string& b : k.backends) plan.members.push_back(index_of(b));
       for (const std::string& b : k.fallback) plan.fallback.push_back(index_of(b));
       plan.kind = k.policy;
-      plan.policy = RoutePolicy::Make(k.policy, plan.members.size(), config.policy_options);
+      plan.policy = RoutePolicy::Make(k.policy, MemberNames(plan.members), config.policy_options);
       classes_.push_back(std::move(plan));
     }
   } else {
     ClassPlan plan;
     for (size_t i = 0; i < slots_.size(); ++i) plan.members.push_back(i);
     plan.kind = config.policy;
-    plan.policy = RoutePolicy::Make(config.policy, slots_.size(), config.policy_options);
+    plan.policy = RoutePolicy::Make(config.policy, MemberNames(plan.members), config.policy_options);
     classes_.push_back(std::move(plan));
   }
   const std::vector<std::string> labels = {"model_name", "route", "backend"};
@@ -115,6 +115,21 @@ Route::Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>
                     .With({config.model});
   errors_ = &m->AddCounter("tachyon:request_error_total", "Requests that ended in an error, by kind",
                            {"route", "backend", "kind"});
+}
+
+std::vector<std::string> Route::MemberNames(const std::vector<size_t>& members) const {
+  std::vector<std::string> names;
+  for (size_t idx : members) names.push_back(slots_[idx]->backend->name());
+  return names;
+}
+
+void Route::Inherit(Route& previous) {
+  std::scoped_lock lock(mutex_, previous.mutex_);
+  for (size_t k = 0; k < classes_.size() && k < previous.classes_.size(); ++k) {
+    const ClassPlan& old = previous.classes_[k];
+    if (old.kind != classes_[k].kind) continue;
+    classes_[k].policy->Inherit(*old.policy, previous.MemberNames(old.members));
+  }
 }
 
 std::vector<size_t> Route::Plan(const CompletionRequest& r, int class_idx, Clock::time_point now) {

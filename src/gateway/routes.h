@@ -35,6 +35,7 @@ namespace tachyon {
 struct BackendSlot {
   std::shared_ptr<Backend> backend;
   std::string fingerprint;  // of its configuration
+  std::string discovered_from;  // a discovered member: its [[backend]]'s name (gateway/discovery.h)
 
   std::mutex mutex;
   CircuitBreaker breaker;   // guarded by mutex
@@ -82,6 +83,11 @@ class Route {
   // class's policy, then the class's fallback backends, at most max_attempts.
   std::vector<size_t> Plan(const CompletionRequest& r, int class_idx, std::chrono::steady_clock::time_point now);
 
+  // Takes over the policies' state of the route this one replaces (same name, in
+  // the previous gateway): prefixes stay on their replicas across a reload or a
+  // discovered membership change.
+  void Inherit(Route& previous);
+
   // The name of class class_idx ("": a route that does not classify, or a
   // request the router did not see, such as a cache hit).
   std::string ClassName(int class_idx) const;
@@ -99,6 +105,7 @@ class Route {
     std::unique_ptr<RoutePolicy> policy;  // over members
   };
   std::vector<ClassPlan> classes_;
+  std::vector<std::string> MemberNames(const std::vector<size_t>& members) const;
   std::mutex mutex_;  // the policies' state and rng_
   std::mt19937_64 rng_;
   Counter* requests_ = nullptr;

@@ -80,7 +80,8 @@ namespace {
 constexpr size_t kReadBufferBytes = 16384;
 
 Status NetworkError(const std::string& what, const HttpClientRequest& r, const boost::system::error_code& ec) {
-  const std::string where = r.host + ":" + std::to_string(r.port);
+  std::string where = r.host + ":" + std::to_string(r.port);
+  if (!r.connect_address.empty()) where += " (at " + r.connect_address + ")";
   if (ec == beast::error::timeout) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", r.timeout_seconds);
@@ -134,6 +135,14 @@ EventLoop* CurrentEventLoop() { return current_loop; }
 void SetCurrentEventLoop(EventLoop* loop) { current_loop = loop; }
 
 namespace {
+
+// Where idle connections and resolved addresses are kept: host:port, and the
+// address connected to when the request names one.
+std::string PoolKey(const HttpClientRequest& r) {
+  std::string key = r.host + ":" + std::to_string(r.port);
+  if (!r.connect_address.empty()) key += "@" + r.connect_address;
+  return key;
+}
 
 // The port in the Host header only when it is not the scheme's default.
 bool DefaultPort(const HttpClientRequest& r) { return r.port == (r.tls ? 443 : 80); }
@@ -228,7 +237,8 @@ struct HttpClient::Impl {
   // connects the TCP layer of a new stream.
   asio::awaitable<Status> Connect(beast::tcp_stream& tcp_stream, const HttpClientRequest& r,
                                   std::chrono::steady_clock::time_point connect_deadline) {
-    const std::string key = r.host + ":" + std::to_string(r.port);
+    const std::string key = PoolKey(r);
+    const std::string& address = r.connect_address.empty() ? r.host : r.connect_address;
     boost::system::error_code ec;
     tcp::resolver::results_type endpoints;
     const auto now = std::chrono::steady_clock::now();
@@ -237,9 +247,9 @@ struct HttpClient::Impl {
       endpoints = found->second.endpoints;
     } else {
       tcp::resolver resolver(io);
-      auto results = co_await resolver.async_resolve(r.host, std::to_string(r.port),
+      auto results = co_await resolver.async_resolve(address, std::to_string(r.port),
                                                      asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return UnavailableError("cannot resolve '" + r.host + "': " + ec.message());
+      if (ec) co_return UnavailableError("cannot resolve '" + address + "': " + ec.message());
       resolved[key] = Resolved{results, now};
       ++stats.resolutions;
       endpoints = results;
@@ -373,8 +383,9 @@ struct HttpClient::Impl {
     const auto deadline = Until(r.timeout_seconds);
     const auto connect_deadline =
         r.connect_timeout_seconds > 0 ? std::min(deadline, Until(r.connect_timeout_seconds)) : deadline;
-    const std::string key = r.host + ":" + std::to_string(r.port);
-    const std::string head = RequestHead(r, DefaultPort(r) ? r.host : key, options.user_agent);
+    const std::string key = PoolKey(r);
+    const std::string authority = r.host + ":" + std::to_string(r.port);
+    const std::string head = RequestHead(r, DefaultPort(r) ? r.host : authority, options.user_agent);
     const std::string body = std::move(r.body);
 
     const bool may_retry = Idempotent(r.method);

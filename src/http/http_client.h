@@ -48,6 +48,10 @@ struct HttpClientRequest {
   double connect_timeout_seconds = 0;
   double first_byte_timeout_seconds = 0;
   bool tls = false;              // https: TLS with SNI, the certificate checked against host
+  // A numeric address ("10.0.0.5", "::1") to connect to instead of host's; host still
+  // names the server (Host header, SNI, the certificate). Discovered backends
+  // (gateway/discovery.h) are one address of a name each.
+  std::string connect_address;
 };
 
 struct HttpClientOptions {

@@ -27,8 +27,10 @@ class UpstreamServer {
  public:
   enum class Mode { kStream, kStatus, kHang, kCutAfter };
 
-  UpstreamServer() {
-    auto server = HttpServer::Start({.port = 0}, [this](HttpRequest r, std::shared_ptr<ResponseWriter> w) {
+  // host and port: where it listens (another loopback address such as 127.0.0.2
+  // stands for another replica behind one name); port 0: any free one.
+  explicit UpstreamServer(std::string host = "127.0.0.1", int port = 0) : host_(std::move(host)) {
+    auto server = HttpServer::Start({.host = host_, .port = port}, [this](HttpRequest r, std::shared_ptr<ResponseWriter> w) {
       Handle(std::move(r), std::move(w));
     });
     if (server.ok()) server_ = std::move(server).value();
@@ -47,8 +49,8 @@ class UpstreamServer {
     server_.reset();
   }
 
+  std::string base_url() const { return "http://" + host_ + ":" + std::to_string(server_->port()) + "/v1"; }
   bool ok() const { return server_ != nullptr; }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1"; }
   int port() const { return server_->port(); }
 
   // What to do with the next requests.
@@ -82,6 +84,7 @@ class UpstreamServer {
   }
 
  private:
+  std::string host_;
   static std::string Chunk(bool chat, const std::string& text, const char* finish) {
     nlohmann::json choice = {{"index", 0}, {"finish_reason", finish ? nlohmann::json(finish) : nlohmann::json()}};
     if (chat) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <unordered_map>
 
 #include <xxhash.h>
@@ -78,15 +79,30 @@ class LatencyPolicy : public RoutePolicy {
 
 class PrefixAffinityPolicy : public RoutePolicy {
  public:
-  PrefixAffinityPolicy(size_t num_backends, double load_factor, int virtual_nodes)
-      : load_factor_(load_factor), owned_(num_backends, 0) {
-    for (size_t b = 0; b < num_backends; ++b) {
+  PrefixAffinityPolicy(const std::vector<std::string>& names, double load_factor, int virtual_nodes)
+      : load_factor_(load_factor), names_(names), owned_(names.size(), 0) {
+    for (size_t b = 0; b < names.size(); ++b) {
+      const uint64_t seed = XXH3_64bits(names[b].data(), names[b].size());
       for (int v = 0; v < virtual_nodes; ++v) {
-        const uint64_t key[2] = {b, static_cast<uint64_t>(v)};
+        const uint64_t key[2] = {seed, static_cast<uint64_t>(v)};
         ring_.emplace_back(XXH3_64bits(key, sizeof(key)), b);
       }
     }
     std::sort(ring_.begin(), ring_.end());
+  }
+
+  void Inherit(const RoutePolicy& previous, const std::vector<std::string>& previous_names) override {
+    const auto* p = dynamic_cast<const PrefixAffinityPolicy*>(&previous);
+    if (p == nullptr) return;
+    std::unordered_map<std::string, size_t> index;
+    for (size_t b = 0; b < names_.size(); ++b) index.emplace(names_[b], b);
+    for (const auto& [hash, old] : p->owner_) {
+      if (old >= previous_names.size()) continue;
+      auto found = index.find(previous_names[old]);
+      if (found == index.end()) continue;  // its replica left: the prefix finds a new home when it recurs
+      owner_[hash] = found->second;
+      ++owned_[found->second];
+    }
   }
 
   std::vector<size_t> Order(const std::vector<CandidateState>& c, const PolicyInput& in) override {
@@ -155,6 +171,7 @@ class PrefixAffinityPolicy : public RoutePolicy {
   static constexpr size_t kMaxPrefixes = 1 << 16;
 
   double load_factor_;
+  std::vector<std::string> names_;
   std::vector<std::pair<uint64_t, size_t>> ring_;  // (point, backend), sorted
   std::unordered_map<uint64_t, size_t> owner_;     // prefix hash -> its replica
   std::vector<int64_t> owned_;                     // prefixes owned per backend
@@ -186,13 +203,20 @@ const char* PolicyName(PolicyKind kind) {
 }
 
 std::unique_ptr<RoutePolicy> RoutePolicy::Make(PolicyKind kind, size_t num_backends, RoutePolicyOptions options) {
+  std::vector<std::string> names;
+  for (size_t b = 0; b < num_backends; ++b) names.push_back(std::to_string(b));
+  return Make(kind, names, options);
+}
+
+std::unique_ptr<RoutePolicy> RoutePolicy::Make(PolicyKind kind, const std::vector<std::string>& names,
+                                               RoutePolicyOptions options) {
   switch (kind) {
     case PolicyKind::kFallback: return std::make_unique<FallbackPolicy>();
     case PolicyKind::kRoundRobin: return std::make_unique<RoundRobinPolicy>();
     case PolicyKind::kLeastOutstanding: return std::make_unique<LeastOutstandingPolicy>();
     case PolicyKind::kLatency: return std::make_unique<LatencyPolicy>(options.explore);
     case PolicyKind::kPrefixAffinity:
-      return std::make_unique<PrefixAffinityPolicy>(num_backends, options.load_factor, options.virtual_nodes);
+      return std::make_unique<PrefixAffinityPolicy>(names, options.load_factor, options.virtual_nodes);
     case PolicyKind::kClassify: break;  // a route's classes order their own backends
   }
   return std::make_unique<FallbackPolicy>();

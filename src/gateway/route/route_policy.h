@@ -15,7 +15,9 @@
 //                      Zadimoghaddam 2018): a replica already holding more than
 //                      ceil(c * (in flight + 1) / n) requests is passed over for
 //                      the next one on the ring, so one hot prefix cannot swamp
-//                      a replica
+//                      a replica. Points are placed by backend name: when one
+//                      of N replicas joins, about 1/(N+1) of the ring moves to
+//                      it, and a remembered prefix stays where it was.
 //
 // Only available backends (breaker closed, or a half-open probe) are ordered;
 // the route tries them in this order until one answers. Pure: the backends'
@@ -61,8 +63,22 @@ class RoutePolicy {
   // Indices of the available candidates, in the order to try them.
   virtual std::vector<size_t> Order(const std::vector<CandidateState>& candidates, const PolicyInput& input) = 0;
 
-  // num_backends fixes the prefix-affinity ring (a route's backends do not change
-  // while it lives: a reload builds a new route).
+  // Takes over what `previous` (the same route's policy in the gateway this one
+  // replaces) learned that still applies: prefix-affinity keeps each remembered
+  // prefix on its replica while that replica is still a member. previous_names are
+  // its backends' names, in its order.
+  virtual void Inherit(const RoutePolicy& previous, const std::vector<std::string>& previous_names) {
+    (void)previous;
+    (void)previous_names;
+  }
+
+  // names are the backends' names, in order: the prefix-affinity ring is placed by
+  // name, so a backend keeps its points when others join or leave (a route's
+  // backends do not change while it lives: a reload or a discovered membership
+  // change builds a new route, which inherits the old one's state).
+  static std::unique_ptr<RoutePolicy> Make(PolicyKind kind, const std::vector<std::string>& names,
+                                           RoutePolicyOptions options = {});
+  // Backends named "0", "1", ... (tests).
   static std::unique_ptr<RoutePolicy> Make(PolicyKind kind, size_t num_backends, RoutePolicyOptions options = {});
 };
 

@@ -61,6 +61,7 @@ struct ServeFlags {
   int io_threads = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
   int workers = 2;
   bool no_access_log = false;
+  bool no_warmup = false;
   std::string capture;
   std::string embedding_model;
   std::string embedding_pooling;
@@ -301,16 +302,17 @@ Status OpenCapture(ServerSettings* next, const ServerSettings* running, MetricsR
 // backends (gateway/discovery.h) expanded by `discovery`, which also rebuilds it
 // when their members change.
 std::shared_ptr<BackendDiscovery> MakeDiscovery(GatewayHolder* holder, MetricsRegistry* metrics,
-                                                const Gateway::Offload& offload) {
+                                                const Gateway::Offload& offload, bool warm) {
   auto discovery = std::make_shared<std::weak_ptr<BackendDiscovery>>();
   std::shared_ptr<BackendDiscovery> d = BackendDiscovery::Create(
       SystemResolver(),
-      [holder, metrics, offload, discovery](const GatewayConfig& expanded) -> Status {
+      [holder, metrics, offload, discovery, warm](const GatewayConfig& expanded) -> Status {
         StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Build(expanded, holder->Get().get(), metrics, offload);
         if (!gateway.ok()) return gateway.status();
         (*gateway)->set_on_connect_failure([discovery](const std::string& backend) {
           if (std::shared_ptr<BackendDiscovery> d = discovery->lock()) d->Poke(backend);
         });
+        if (warm) (*gateway)->Warm();
         holder->Set(*gateway);
         return Status::Ok();
       },
@@ -402,12 +404,13 @@ int Run(const ServeFlags& flags) {
       metrics.AddCounter("tachyon:config_reloads_total", "SIGHUP reloads of --config, by result", {"result"})
           .With({result});
     }
-    discovery = MakeDiscovery(&holder, &metrics, offload);
+    discovery = MakeDiscovery(&holder, &metrics, offload, !flags.no_warmup);
     if (Status s = discovery->SetConfig(*config); !s.ok()) return Fail(s.message());
     DescribeConfig(*config);
   } else {
     StatusOr<std::shared_ptr<Gateway>> gateway = SingleModel(flags, &metrics, offload);
     if (!gateway.ok()) return Fail(gateway.status().message());
+    if (!flags.no_warmup) (*gateway)->Warm();
     holder.Set(*gateway);
   }
 
@@ -544,6 +547,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                                           "Threads for request work (parsing, chat templates, tokenization)")
                               ->capture_default_str();
   cmd->add_flag("--no-access-log", flags->no_access_log, "No JSON line per request on stderr");
+  cmd->add_flag("--no-warmup", flags->no_warmup,
+                "Do not send each local engine a one-token request at start (it pages the weights in before the "
+                "first client; GET /ready answers 503 until it has run)");
   cmd->add_option("--capture", flags->capture,
                   "Write one JSON line per finished request (numbers and the request body) to FILE, created 0600, "
                   "for `tachyon audit` and `tachyon bench --workload replay`; [server] capture sets sample, bodies, "

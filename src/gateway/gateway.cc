@@ -1,6 +1,7 @@
 #include "gateway/gateway.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "api/json_parse.h"
@@ -378,6 +379,57 @@ nlohmann::json Gateway::Models(int64_t created) const {
                     {"backends", {{{"name", e.backend->name()}, {"kind", "embedding"}, {"state", "closed"}}}}});
   }
   return {{"object", "list"}, {"data", data}};
+}
+
+void Gateway::Warm() {
+  class WarmSink : public BackendSink {
+   public:
+    explicit WarmSink(std::shared_ptr<BackendSlot> slot) : slot_(std::move(slot)) {}
+    void OnChunk(BackendChunk) override {}
+    void OnDone(BackendResult result) override {
+      if (result.kind != BackendResult::Kind::kOk) {
+        std::fprintf(stderr, "tachyon serve: backend %s: the warm-up request failed: %s\n",
+                     slot_->backend->name().c_str(), result.error.message.c_str());
+      }
+      slot_->warm = true;  // ready either way: a failed warm-up says nothing the first request would not
+    }
+
+   private:
+    std::shared_ptr<BackendSlot> slot_;
+  };
+  for (const auto& slot : slots_) {
+    if (std::string(slot->backend->kind()) != "local" || slot->served.load()) continue;
+    auto parsed = ParseCompletionRequest(R"({"prompt":"Hello","max_tokens":1,"temperature":0})", Endpoint::kCompletions);
+    if (!std::holds_alternative<CompletionRequest>(parsed)) continue;
+    slot->served = true;
+    slot->warm = false;
+    BackendRequest request{.request = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(parsed)),
+                           .id = "cmpl-warmup",
+                           .created = 0,
+                           .model_name = slot->backend->model_name(),
+                           .arrival = std::chrono::steady_clock::now()};
+    auto start = [slot, request = std::move(request)]() mutable {
+      slot->backend->Start(std::move(request), std::make_shared<WarmSink>(slot));
+    };
+    if (offload_) {
+      offload_(std::move(start));
+    } else {
+      start();
+    }
+  }
+}
+
+int Gateway::Ready(nlohmann::json* body) const {
+  nlohmann::json warming = nlohmann::json::array();
+  for (const auto& slot : slots_) {
+    if (!slot->warm.load()) warming.push_back(slot->backend->name());
+  }
+  if (warming.empty()) {
+    *body = {{"status", "ready"}};
+    return 200;
+  }
+  *body = {{"status", "warming"}, {"backends", warming}};
+  return 503;
 }
 
 int Gateway::Health(nlohmann::json* body) const {

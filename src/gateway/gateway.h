@@ -108,6 +108,14 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   nlohmann::json Models(int64_t created) const;
   // GET /health: 200 when every route has an available backend, else 503.
   int Health(nlohmann::json* body) const;
+  // GET /ready: 200 when this process can take traffic now (every local engine
+  // has loaded its model and run its warm-up request), else 503 with what it
+  // waits for. Remote backends do not count: their state is /health's.
+  int Ready(nlohmann::json* body) const;
+  // Sends each local engine that has not served yet one short request (a
+  // one-token completion), so the first client does not pay for the weights
+  // being paged in; until it ends, Ready says "warming". Returns at once.
+  void Warm();
 
   const std::vector<std::shared_ptr<BackendSlot>>& backends() const { return slots_; }
   // The exact cache's store, or null when no route is cached.

@@ -14,6 +14,7 @@
 // the routes that use it and kept by a reload when its configuration is unchanged.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,10 @@ struct BackendSlot {
   std::shared_ptr<Backend> backend;
   std::string fingerprint;  // of its configuration
   std::string discovered_from;  // a discovered member: its [[backend]]'s name (gateway/discovery.h)
+  // False from a local engine's start until its warm-up request has run
+  // (Gateway::Warm): what /ready waits for.
+  std::atomic<bool> warm{true};
+  std::atomic<bool> served{false};  // a warm-up was started (once per engine, kept across rebuilds)
 
   std::mutex mutex;
   CircuitBreaker breaker;   // guarded by mutex

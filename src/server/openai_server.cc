@@ -332,9 +332,10 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     }
     writer = std::make_shared<CorsWriter>(std::move(writer), CorsHeaders(verdict.origin, false));
   }
-  if (request.method == "GET" && path == "/health") {
+  if (request.method == "GET" && (path == "/health" || path == "/ready")) {
     nlohmann::json body;
-    const int status = gateway_->Get()->Health(&body);
+    const std::shared_ptr<Gateway> gateway = gateway_->Get();
+    const int status = path == "/health" ? gateway->Health(&body) : gateway->Ready(&body);
     writer->Respond(status, "application/json", body.dump());
     return;
   }

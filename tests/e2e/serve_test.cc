@@ -508,5 +508,25 @@ TEST(ServeToolsTest, ForcedCallsAreValidCalls) {
   fs::remove(chatml);
 }
 
+// Without --no-warmup: the engine gets one one-token request at start, and /ready
+// says so (503 "warming" until it has run, then 200); /health is not it.
+TEST(ReadyTest, TheEngineWarmsUpBeforeReady) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  if (!fs::exists(StoriesModel())) GTEST_SKIP() << StoriesModel() << " is absent (needs ../shared)";
+  ServerProcess server(TACHYON_BINARY, {"serve", "--port", "0", "--threads", "1", "--model", StoriesModel()});
+  ASSERT_TRUE(server.started());
+  std::string ready;
+  EXPECT_TRUE(testing::Eventually([&] {
+    ready = Curl("-w ' %{http_code}' " + server.url() + "/ready");
+    return ready.find(" 200") != std::string::npos;
+  })) << ready;
+  EXPECT_NE(ready.find(R"("status":"ready")"), std::string::npos) << ready;
+  const std::string metrics = Curl(server.url() + "/metrics");
+  const std::string engine = "{model_name=\"stories260K\",backend=\"local\"}";
+  EXPECT_NE(metrics.find("tachyon:generation_tokens_total" + engine + " 1\n"), std::string::npos)
+      << "the warm-up's one token";
+  EXPECT_NE(Curl("-o /dev/null -w '%{http_code}' " + server.url() + "/nope/ready"), "200");
+}
+
 }  // namespace
 }  // namespace tachyon::e2e

@@ -24,11 +24,14 @@ class ServerProcess {
  public:
   // args: extra flags for `tachyon serve`; the port is chosen by the server (--port 0).
   // With --config the engines' threads are the config's (the engine flags are refused then).
+  // `tachyon serve` without the engines' warm-up request (tests count the
+  // engine's requests and tokens exactly; ReadyTest covers the warm-up).
   explicit ServerProcess(const std::vector<std::string>& args)
-      : ServerProcess(TACHYON_BINARY, Concat(std::find(args.begin(), args.end(), "--config") == args.end()
-                                                 ? std::vector<std::string>{"serve", "--port", "0", "--threads", "1"}
-                                                 : std::vector<std::string>{"serve", "--port", "0"},
-                                             args)) {}
+      : ServerProcess(TACHYON_BINARY,
+                      Concat(std::find(args.begin(), args.end(), "--config") == args.end()
+                                 ? std::vector<std::string>{"serve", "--port", "0", "--threads", "1", "--no-warmup"}
+                                 : std::vector<std::string>{"serve", "--port", "0", "--no-warmup"},
+                             args)) {}
 
   // Any program whose first stdout line is "listening on http://HOST:PORT".
   ServerProcess(const std::string& binary, const std::vector<std::string>& args) {

@@ -1,7 +1,7 @@
 # The two commands of the README. Everything else is CMake presets (CMakePresets.json).
 JOBS ?= $(shell nproc)
 
-.PHONY: serve test test-asan test-tsan
+.PHONY: serve test test-asan test-tsan image test-image
 
 # Install what is missing, build the release binary, then serve the built-in demo model.
 serve:
@@ -37,3 +37,14 @@ test-tsan:
 	cmake --preset tsan
 	cmake --build --preset tsan
 	ctest --preset tsan --parallel $(JOBS)
+
+# The OCI image localhost/tachyon:<version> (buildah, mmdebstrap: installed here when
+# missing), and its check without a container runtime: the image mounted, its
+# config and libraries checked, its own binary served from its root with chroot
+# (tests/deploy/image_check.sh; needs root). docs/deploy.md.
+image:
+	./scripts/build-image
+
+test-image:
+	./scripts/setup
+	./tests/deploy/image_check.sh

@@ -37,6 +37,7 @@ struct ServeFlags {
   std::string api_key_file;
   std::vector<std::string> allowed_origins, allowed_hosts;
   std::string admin_key;
+  std::string metrics_key;
   std::string served_model_name;
   std::string chat_template;
   int threads = ThreadPool::PhysicalCores();
@@ -223,6 +224,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
                                 .origins = {.allowed_origins = flags.allowed_origins,
                                             .allowed_hosts = flags.allowed_hosts},
                                 .admin_key = flags.admin_key,
+                                .metrics_key = flags.metrics_key,
                                 .access_log = !flags.no_access_log,
                                 .pause_unsent_bytes = flags.max_unsent_bytes / 4},
                      .workers = flags.workers};
@@ -250,6 +252,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
   }
   if (s.api_key && !api_key.has_value()) server.api_key = *s.api_key;
   if (s.admin_key && flags.admin_key.empty()) server.admin_key = *s.admin_key;
+  if (s.metrics_key && flags.metrics_key.empty()) server.metrics_key = *s.metrics_key;
   if (s.access_log && !flags.no_access_log) server.access_log = *s.access_log;
   if (s.allowed_origins && flags.allowed_origins.empty()) server.origins.allowed_origins = *s.allowed_origins;
   if (s.allowed_hosts && flags.allowed_hosts.empty()) server.origins.allowed_hosts = *s.allowed_hosts;
@@ -483,6 +486,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->delimiter(',');
   cmd->add_option("--admin-key", flags->admin_key,
                   "Key of the admin routes (GET / DELETE /v1/cache); without one they are refused");
+  cmd->add_option("--metrics-key", flags->metrics_key,
+                  "A key that may read GET /metrics and nothing else, besides the clients' key (a scraper's "
+                  "credential)")
+      ->envname("TACHYON_METRICS_KEY");
   flags->engine_options.push_back(
       cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)"));
   flags->engine_options.push_back(cmd->add_option("--chat-template", flags->chat_template,

@@ -532,6 +532,8 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
   RETURN_IF_ERROR(key_from_env("admin_key_env", &s->admin_key));
   RETURN_IF_ERROR(key_from_file("api_key_file", &s->api_key));
   RETURN_IF_ERROR(key_from_file("admin_key_file", &s->admin_key));
+  RETURN_IF_ERROR(key_from_env("metrics_key_env", &s->metrics_key));
+  RETURN_IF_ERROR(key_from_file("metrics_key_file", &s->metrics_key));
   size_t body = 0;
   RETURN_IF_ERROR(t.Integer("max_body_bytes", &body, 1, INT64_MAX));
   if (body > 0) s->max_body_bytes = body;

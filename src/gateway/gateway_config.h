@@ -122,6 +122,7 @@ struct ServerConfig {
   std::optional<int> port;
   std::optional<std::string> api_key;    // read from api_key_env or api_key_file's first line
   std::optional<std::string> admin_key;  // read from admin_key_env or admin_key_file's first line
+  std::optional<std::string> metrics_key;  // read from metrics_key_env or metrics_key_file's first line
   std::optional<size_t> max_body_bytes;
   std::optional<int> io_threads;
   std::optional<int> workers;

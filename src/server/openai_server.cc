@@ -348,6 +348,9 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   if (!options->api_key.empty()) {
     auto it = request.headers.find("authorization");
     bool allowed = it != request.headers.end() && BearerMatches(it->second, options->api_key);
+    if (!allowed && path == "/metrics" && !options->metrics_key.empty()) {  // a scraper's own key
+      allowed = it != request.headers.end() && BearerMatches(it->second, options->metrics_key);
+    }
     if (messages && !allowed) {  // Anthropic's clients send x-api-key (current ones Authorization too)
       auto key = request.headers.find("x-api-key");
       allowed = key != request.headers.end() && ConstantTimeEquals(key->second, options->api_key);

@@ -56,6 +56,9 @@ struct OpenAiServerOptions {
   std::string api_key;  // Bearer token; empty: no authentication
   OriginPolicyOptions origins;  // Host and Origin checks, CORS (has_api_key is set from api_key)
   std::string admin_key;  // Bearer token of the admin routes (/v1/cache); empty: they are refused
+  // A Bearer token that may read GET /metrics (and nothing else) besides the
+  // clients' key: a scraper's credential (Prometheus, the HPA's adapter).
+  std::string metrics_key;
   bool access_log = true;
   // A stream whose client has this many bytes not yet taken pauses (a local engine
   // holds the sequence) until it catches up; 0: never. The HTTP server drops the

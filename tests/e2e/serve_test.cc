@@ -235,6 +235,26 @@ TEST(ServeKeyTest, ApiKeyFromAFileOrTheEnvironment) {
   std::remove(key_file.c_str());
 }
 
+// A scraper's key reads /metrics and nothing else; /ready and /health need no key (probes).
+TEST(ServeKeyTest, AMetricsKeyReadsOnlyTheMetrics) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  ::setenv("TACHYON_METRICS_KEY", "scrape-k", 1);
+  ServerProcess server({"--api-key", "client-k"});
+  ::unsetenv("TACHYON_METRICS_KEY");
+  ASSERT_TRUE(server.started());
+  auto status_of = [&](const std::string& path, const std::string& key) {
+    return Curl("-o /dev/null -w '%{http_code}' " + (key.empty() ? "" : "-H 'Authorization: Bearer " + key + "' ") +
+                server.url() + path);
+  };
+  EXPECT_EQ(status_of("/metrics", "scrape-k"), "200");
+  EXPECT_EQ(status_of("/metrics", "client-k"), "200");
+  EXPECT_EQ(status_of("/metrics", ""), "401");
+  EXPECT_EQ(status_of("/metrics", "scrape-kk"), "401");
+  EXPECT_EQ(status_of("/v1/models", "scrape-k"), "401") << "the scraper's key is not a client's";
+  EXPECT_EQ(status_of("/ready", ""), "200");
+  EXPECT_EQ(status_of("/health", ""), "200");
+}
+
 // A server on a port with no key: no CORS by default, other origins and foreign Host names refused.
 TEST(ServeKeyTest, OriginsHostsAndCors) {
   if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";

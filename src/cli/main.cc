@@ -4,6 +4,7 @@
 #include "cli/audit_command.h"
 #include "cli/bench_command.h"
 #include "cli/cache_command.h"
+#include "cli/config_command.h"
 #include "cli/prompt_command.h"
 #include "cli/router_command.h"
 #include "cli/embed_command.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   tachyon::cli::AddRunCommand(app, &exit_code);
   tachyon::cli::AddServeCommand(app, &exit_code);
   tachyon::cli::AddAuditCommand(app, &exit_code);
+  tachyon::cli::AddConfigCommand(app, &exit_code);
   std::string command_line = "tachyon";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   tachyon::cli::AddBenchCommand(app, &exit_code, command_line);

@@ -63,6 +63,7 @@ struct ServeFlags {
   int workers = 2;
   bool no_access_log = false;
   bool no_warmup = false;
+  bool public_metrics = false;
   std::string capture;
   std::string embedding_model;
   std::string embedding_pooling;
@@ -225,6 +226,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
                                             .allowed_hosts = flags.allowed_hosts},
                                 .admin_key = flags.admin_key,
                                 .metrics_key = flags.metrics_key,
+                                .public_metrics = flags.public_metrics,
                                 .access_log = !flags.no_access_log,
                                 .pause_unsent_bytes = flags.max_unsent_bytes / 4},
                      .workers = flags.workers};
@@ -253,6 +255,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
   if (s.api_key && !api_key.has_value()) server.api_key = *s.api_key;
   if (s.admin_key && flags.admin_key.empty()) server.admin_key = *s.admin_key;
   if (s.metrics_key && flags.metrics_key.empty()) server.metrics_key = *s.metrics_key;
+  if (s.public_metrics && !flags.public_metrics) server.public_metrics = *s.public_metrics;
   if (s.access_log && !flags.no_access_log) server.access_log = *s.access_log;
   if (s.allowed_origins && flags.allowed_origins.empty()) server.origins.allowed_origins = *s.allowed_origins;
   if (s.allowed_hosts && flags.allowed_hosts.empty()) server.origins.allowed_hosts = *s.allowed_hosts;
@@ -490,6 +493,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "A key that may read GET /metrics and nothing else, besides the clients' key (a scraper's "
                   "credential)")
       ->envname("TACHYON_METRICS_KEY");
+  cmd->add_flag("--public-metrics", flags->public_metrics,
+                "GET /metrics without any key, even when the server has one (for a scraper that cannot send a "
+                "key, such as the Inference Extension's endpoint picker; limit who reaches the port)");
   flags->engine_options.push_back(
       cmd->add_option("--served-model-name", flags->served_model_name, "Model name in the API (default: file stem)"));
   flags->engine_options.push_back(cmd->add_option("--chat-template", flags->chat_template,

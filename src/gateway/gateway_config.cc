@@ -554,9 +554,11 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
   int64_t unsent = 0;
   RETURN_IF_ERROR(t.Integer("max_unsent_bytes", &unsent, 4096, INT64_MAX));
   if (unsent > 0) s->max_unsent_bytes = unsent;
-  if (const toml::node* n = t.Get("access_log")) {
-    if (!n->is_boolean()) return t.Error(*n, "access_log", "must be true or false");
-    s->access_log = n->as_boolean()->get();
+  for (auto [key, out] : {std::pair{"access_log", &s->access_log}, std::pair{"public_metrics", &s->public_metrics}}) {
+    const toml::node* n = t.Get(key);
+    if (n == nullptr) continue;
+    if (!n->is_boolean()) return t.Error(*n, key, "must be true or false");
+    *out = n->as_boolean()->get();
   }
   for (auto [key, out] : {std::pair{"allowed_origins", &s->allowed_origins}, std::pair{"allowed_hosts", &s->allowed_hosts}}) {
     if (t.Get(key) == nullptr) continue;

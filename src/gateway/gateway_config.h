@@ -127,6 +127,7 @@ struct ServerConfig {
   std::optional<int> io_threads;
   std::optional<int> workers;
   std::optional<bool> access_log;
+  std::optional<bool> public_metrics;
   std::optional<std::vector<std::string>> allowed_origins, allowed_hosts;
   std::optional<int> max_connections;
   std::optional<double> read_timeout, write_timeout;  // seconds

@@ -345,7 +345,8 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     return;
   }
   const bool messages = path == "/v1/messages" || path == "/v1/messages/count_tokens";
-  if (!options->api_key.empty()) {
+  const bool open_metrics = options->public_metrics && path == "/metrics";
+  if (!options->api_key.empty() && !open_metrics) {
     auto it = request.headers.find("authorization");
     bool allowed = it != request.headers.end() && BearerMatches(it->second, options->api_key);
     if (!allowed && path == "/metrics" && !options->metrics_key.empty()) {  // a scraper's own key

@@ -59,6 +59,9 @@ struct OpenAiServerOptions {
   // A Bearer token that may read GET /metrics (and nothing else) besides the
   // clients' key: a scraper's credential (Prometheus, the HPA's adapter).
   std::string metrics_key;
+  // GET /metrics without any key (a scraper that cannot send one, such as the
+  // Inference Extension's endpoint picker; a NetworkPolicy decides who reaches it).
+  bool public_metrics = false;
   bool access_log = true;
   // A stream whose client has this many bytes not yet taken pauses (a local engine
   // holds the sequence) until it catches up; 0: never. The HTTP server drops the

@@ -253,6 +253,10 @@ TEST(ServeKeyTest, AMetricsKeyReadsOnlyTheMetrics) {
   EXPECT_EQ(status_of("/v1/models", "scrape-k"), "401") << "the scraper's key is not a client's";
   EXPECT_EQ(status_of("/ready", ""), "200");
   EXPECT_EQ(status_of("/health", ""), "200");
+  ServerProcess open({"--api-key", "client-k", "--public-metrics"});
+  ASSERT_TRUE(open.started());
+  EXPECT_EQ(Curl("-o /dev/null -w '%{http_code}' " + open.url() + "/metrics"), "200");
+  EXPECT_EQ(Curl("-o /dev/null -w '%{http_code}' " + open.url() + "/v1/models"), "401") << "only the metrics";
 }
 
 // A server on a port with no key: no CORS by default, other origins and foreign Host names refused.

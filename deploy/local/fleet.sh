@@ -109,7 +109,7 @@ model_flags=()
 for i in $(seq 1 "$engines"); do
   address=127.0.0.$((10 + i))
   launch "engine-$i" "$tachyon" serve --host "$address" --port "$base" --threads "$threads" "${model_flags[@]}" \
-    --allowed-hosts tachyon-engine --no-access-log "${engine_flags[@]}"
+    --served-model-name chat --allowed-hosts tachyon-engine --no-access-log "${engine_flags[@]}"
   echo "$address tachyon-engine" >> "$dir/fleet.hosts.all"
 done
 cp "$dir/fleet.hosts.all" "$dir/fleet.hosts"

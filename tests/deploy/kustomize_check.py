@@ -123,6 +123,16 @@ def main():
             fail("tachyon config check refuses the gateway config: " + run.stderr.strip())
         if "discovered by DNS" not in run.stdout:
             fail("the gateway config does not discover the engines by DNS: " + run.stdout)
+    # The engines answer to the model name the gateways' routes send (or an upstream_model).
+    routes = set(re.findall(r'^model = "([^"]+)"', config, re.M))
+    upstream = re.search(r'^upstream_model = "([^"]+)"', config, re.M)
+    for o in objects:
+        if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "tachyon-engine":
+            args = o["spec"]["template"]["spec"]["containers"][0]["args"]
+            served = args[args.index("--served-model-name") + 1] if "--served-model-name" in args else None
+            wanted_name = upstream.group(1) if upstream else None
+            if (wanted_name or served) is None or (served not in routes if not wanted_name else served != wanted_name):
+                fail(f"the engines serve {served!r}, the gateways send {wanted_name or sorted(routes)}")
     # The metric names the autoscaler and the endpoint picker read are served by a real engine.
     served = engine_metric_names(tachyon)
     wanted = set()

@@ -34,6 +34,9 @@ struct BackendRequest {
   std::function<bool()> output_blocked;
   // The route's `prompt_cache`: what a hosted backend does for its provider's prompt cache.
   PromptCacheOptions prompt_cache;
+  // W3C traceparent naming the gateway's span of this attempt ("" : not traced);
+  // a remote backend sends it upstream so that the provider's trace joins ours.
+  std::string traceparent;
 };
 
 // One event of a streamed answer.
@@ -70,6 +73,10 @@ struct BackendResult {
   double first_byte_seconds = -1;     // remote: send to the response head
   double retry_after_seconds = -1;    // remote: the upstream's Retry-After on a 429 or 503 (-1: none)
   double queue_seconds = -1;          // local: arrival in the engine to its first step (-1: unknown)
+  // From Start to the first token: local, the first token decoded; remote, the
+  // first byte of the answer's body (-1: none, or unknown).
+  double first_token_seconds = -1;
+  double submitted_seconds = -1;      // local: from Start to the engine's queue (template and tokens done)
 };
 
 class BackendSink {
@@ -89,6 +96,9 @@ class Backend {
   virtual const char* kind() const = 0;  // "local", "openai", "anthropic"
   // The model name this backend answers with (for metrics and /v1/models).
   virtual const std::string& model_name() const = 0;
+  // Where a remote backend's requests go (trace attributes); "" and 0 for a local one.
+  virtual std::string server_address() const { return ""; }
+  virtual int server_port() const { return 0; }
   // Starts a call; may do request work (templating, tokenizing) on the calling
   // thread before it returns. A request refused at once gets OnDone before Start returns.
   virtual CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) = 0;

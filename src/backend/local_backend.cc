@@ -54,6 +54,9 @@ struct LocalBackend::Call {
   int64_t num_generated = 0;
   int64_t num_cached = 0;
   double queue_seconds = -1;
+  std::chrono::steady_clock::time_point started;  // Start was called
+  double submitted_seconds = -1;                  // Start to the engine's queue
+  double first_token_seconds = -1;                // Start to the first token decoded
   std::vector<LogprobEntry> logprobs;  // not streamed: all; streamed: since the last chunk
   int64_t text_offset = 0;             // bytes of completion text before `logprobs`
   bool sent_first = false;
@@ -118,7 +121,9 @@ struct LocalBackend::Call {
                          .has_usage = true,
                          .usage = {num_prompt, num_generated, num_cached},
                          .num_cached_tokens = num_cached,
-                         .queue_seconds = queue_seconds};
+                         .queue_seconds = queue_seconds,
+                         .first_token_seconds = first_token_seconds,
+                         .submitted_seconds = submitted_seconds};
   }
 };
 
@@ -421,17 +426,20 @@ std::variant<std::vector<TokenId>, ApiError> LocalBackend::EncodePrompt(const Co
 }
 
 CancelFn LocalBackend::Start(BackendRequest request, std::shared_ptr<BackendSink> sink) {
+  const auto started = std::chrono::steady_clock::now();
   std::variant<Admitted, ApiError> admitted = Admit(*request.request);
   if (ApiError* error = std::get_if<ApiError>(&admitted)) {
     sink->OnDone(Refusal(*error));
     return [] {};
   }
-  return Submit(std::move(request), std::move(sink), std::move(std::get<Admitted>(admitted)));
+  return Submit(std::move(request), std::move(sink), std::move(std::get<Admitted>(admitted)), started);
 }
 
-CancelFn LocalBackend::Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted) {
+CancelFn LocalBackend::Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted,
+                              std::chrono::steady_clock::time_point started) {
   const CompletionRequest& r = *request.request;
   auto call = std::make_shared<Call>();
+  call->started = started;
   call->seq = SeqId(next_seq_++);
   call->num_prompt = static_cast<int64_t>(admitted.prompt.size());
   call->sink = std::move(sink);
@@ -458,6 +466,7 @@ CancelFn LocalBackend::Submit(BackendRequest request, std::shared_ptr<BackendSin
   // A stream pauses while its client is behind (the sequence keeps its blocks).
   EngineLoop::BlockedFn blocked = r.stream ? request.output_blocked : nullptr;
   call->request = std::move(request);
+  call->submitted_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   loop_->Submit(
       std::move(engine_request),
       [this, call](const RequestOutput* out, const Status& status) { OnEngineOutput(*call, out, status); },
@@ -476,6 +485,9 @@ void LocalBackend::OnEngineOutput(Call& call, const RequestOutput* out, const St
     call.queue_seconds = out->queue_seconds;
   }
   call.num_cached = out->num_cached_tokens;
+  if (call.first_token_seconds < 0 && !out->new_tokens.empty()) {
+    call.first_token_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - call.started).count();
+  }
   bool stopped = false;
   const std::string text = OnTokens(call, *out, &stopped);
   const FinishReason reason = stopped ? FinishReason::kStop : out->finish_reason;

@@ -99,7 +99,8 @@ class LocalBackend : public Backend {
   std::optional<ApiError> CheckTextSize(const CompletionRequest& r) const;
   std::variant<std::vector<TokenId>, ApiError> EncodePrompt(const CompletionRequest& r) const;
   // Submission: the call's Call, handed to the engine with OnEngineOutput as its callback.
-  CancelFn Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted);
+  CancelFn Submit(BackendRequest request, std::shared_ptr<BackendSink> sink, Admitted admitted,
+                  std::chrono::steady_clock::time_point started);
   // The engine callback (engine thread), one function per event.
   void OnEngineOutput(Call& call, const RequestOutput* out, const Status& status);
   void OnError(Call& call, const Status& status);

@@ -102,6 +102,9 @@ struct RemoteBackend::Call {
       }
       return;
     }
+    if (head.status == 200 && result.first_token_seconds < 0) {  // a whole answer's first token: its body's first byte
+      result.first_token_seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+    }
     const size_t limit = head.status == 200 ? backend->options_.max_body_bytes : kMaxErrorBody;
     if (body.size() + data.size() > limit) {
       if (head.status == 200) {
@@ -430,6 +433,7 @@ CancelFn RemoteBackend::Start(BackendRequest request, std::shared_ptr<BackendSin
   } else if (!options_.api_key.empty()) {
     up.headers.emplace_back("Authorization", "Bearer " + options_.api_key);
   }
+  if (!request.traceparent.empty()) up.headers.emplace_back("traceparent", request.traceparent);
 
   auto call = std::make_shared<Call>();
   call->backend = this;

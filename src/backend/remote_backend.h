@@ -65,6 +65,8 @@ class RemoteBackend : public Backend {
     return options_.dialect == UpstreamDialect::kAnthropic ? "anthropic" : "openai";
   }
   const std::string& model_name() const override { return model_name_; }
+  std::string server_address() const override { return url_.host; }
+  int server_port() const override { return url_.port; }
   CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
   void Shutdown() override;
   // Its own loop thread, or an I/O thread where its calls run.

@@ -23,6 +23,8 @@
 #include "gateway/gateway_config.h"
 #include "http/http_server.h"
 #include "model/model_gen.h"
+#include "obs/otlp_exporter.h"
+#include "obs/trace.h"
 #include "server/openai_server.h"
 
 namespace tachyon::cli {
@@ -65,6 +67,7 @@ struct ServeFlags {
   bool no_warmup = false;
   bool public_metrics = false;
   std::string capture;
+  std::string otlp_endpoint;
   std::string embedding_model;
   std::string embedding_pooling;
   int embedding_threads = 0;  // 0: --threads
@@ -210,6 +213,7 @@ struct ServerSettings {
   OpenAiServerOptions server;  // server.capture: opened by OpenCapture
   int workers = 2;
   std::optional<CaptureOptions> capture;
+  std::optional<TelemetryConfig> telemetry;  // opened into server.tracer / server.exporter by OpenTelemetry
 };
 
 ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>& api_key, const GatewayConfig* config) {
@@ -235,6 +239,17 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
   if (!flags.capture.empty()) {  // the flag's file, with the config's other capture settings
     if (!out.capture) out.capture = CaptureOptions{};
     out.capture->path = flags.capture;
+  }
+  if (config && config->telemetry) out.telemetry = config->telemetry;
+  if (!flags.otlp_endpoint.empty()) {  // the flag's collector, with the config's other [telemetry] settings
+    if (!out.telemetry) {
+      out.telemetry = TelemetryConfig{};
+      if (const char* headers = std::getenv("OTEL_EXPORTER_OTLP_HEADERS"); headers != nullptr) {
+        StatusOr<std::vector<std::pair<std::string, std::string>>> parsed = ParseOtlpHeaders(headers);
+        if (parsed.ok()) out.telemetry->headers = std::move(*parsed);
+      }
+    }
+    out.telemetry->otlp_endpoint = flags.otlp_endpoint;
   }
   if (config == nullptr) return out;
   const ServerConfig& s = config->server;
@@ -304,6 +319,28 @@ Status OpenCapture(ServerSettings* next, const ServerSettings* running, MetricsR
   return Status::Ok();
 }
 
+// Starts next's tracer and OTLP exporter, or keeps the running ones when its
+// [telemetry] is unchanged.
+Status OpenTelemetry(ServerSettings* next, const ServerSettings* running, MetricsRegistry* metrics) {
+  next->server.tracer = nullptr;
+  next->server.exporter = nullptr;
+  if (!next->telemetry) return Status::Ok();
+  if (running && running->server.exporter && running->telemetry == next->telemetry) {
+    next->server.tracer = running->server.tracer;
+    next->server.exporter = running->server.exporter;
+    return Status::Ok();
+  }
+  const TelemetryConfig& t = *next->telemetry;
+  StatusOr<std::unique_ptr<OtlpExporter>> exporter = OtlpExporter::Start(
+      {.endpoint = t.otlp_endpoint, .service_name = t.service_name, .version = TACHYON_VERSION, .headers = t.headers},
+      metrics);
+  if (!exporter.ok()) return InvalidArgumentError("[telemetry] otlp_endpoint: " + exporter.status().message());
+  next->server.exporter = std::move(*exporter);
+  next->server.tracer = std::make_shared<const Tracer>(
+      TracerOptions{.sample_ratio = t.sample_ratio, .capture_content = t.capture_content});
+  return Status::Ok();
+}
+
 // The gateway of a config, built from the running one and published; discovered
 // backends (gateway/discovery.h) expanded by `discovery`, which also rebuilds it
 // when their members change.
@@ -354,6 +391,10 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
     std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
     return count("refused");
   }
+  if (Status s = OpenTelemetry(&next, settings, metrics); !s.ok()) {
+    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
+    return count("refused");
+  }
   if (Status s = discovery->SetConfig(*reloaded); !s.ok()) {
     std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
     return count("refused");
@@ -363,7 +404,7 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
   DescribeConfig(*reloaded);
   std::fprintf(stderr,
                "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts, "
-               "access log and capture (requests in flight finish on the old config)\n",
+               "access log, capture and telemetry (requests in flight finish on the old config)\n",
                flags.config.c_str());
   count("applied");
 }
@@ -401,6 +442,7 @@ int Run(const ServeFlags& flags) {
   }
   ServerSettings settings = Settle(flags, *api_key, config ? &*config : nullptr);
   if (Status s = OpenCapture(&settings, nullptr, &metrics); !s.ok()) return Fail(s.message());
+  if (Status s = OpenTelemetry(&settings, nullptr, &metrics); !s.ok()) return Fail(s.message());
   // Request work that must not stall an I/O thread runs here (the gateway offloads it).
   auto pool = std::make_unique<WorkerPool>(settings.workers);
   const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };
@@ -568,6 +610,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "for `tachyon audit` and `tachyon bench --workload replay`; [server] capture sets sample, bodies, "
                   "max_bytes and redact (docs/audit.md)")
       ->type_name("FILE");
+  cmd->add_option("--otlp-endpoint", flags->otlp_endpoint,
+                  "Send a trace of each request to this OpenTelemetry collector (OTLP/HTTP JSON, POST URL/v1/traces; "
+                  "headers from $OTEL_EXPORTER_OTLP_HEADERS); [telemetry] sets the service name, sampling and the "
+                  "rest (docs/observability.md)")
+      ->type_name("URL");
   flags->engine_options.push_back(cmd->add_option("--embedding-model", flags->embedding_model,
                   "GGUF embedding model (bert, nomic-bert) served on /v1/embeddings beside --model, under its "
                   "file stem"));

@@ -47,6 +47,12 @@ struct CallInfo {
   std::string route_class;       // a classify route's class ("" otherwise) ...
   std::string route_reason;      // ... and why: "rule=extraction", "classifier=coding; score=0.912", "default"
   std::vector<std::pair<std::string, int64_t>> trimmed_tokens;  // by trimmer step
+  std::string response_model;    // the answering backend's model name
+  // Seconds each pipeline stage took (GatewayRequest::stage_seconds), and the
+  // answering attempt's: from its start to its first chunk (streamed) or to
+  // its end (whole); -1 when no backend answered.
+  std::vector<std::pair<std::string, double>> stage_seconds;
+  double upstream_seconds = -1;
 };
 
 // Where a call's answer goes (the server frames it for HTTP). Called on backend

@@ -8,6 +8,14 @@ namespace {
 
 double Since(Clock::time_point a, Clock::time_point b) { return SecondsBetween(a, b); }
 
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+SteadyTime After(SteadyTime t, double seconds) {
+  return t + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+const char* OperationName(Endpoint e) { return e == Endpoint::kChatCompletions ? "chat" : "text_completion"; }
+
 // One request through a route: its attempts, in order, until one answers.
 // Invariant: at most one attempt is current; a slot's outstanding count is
 // raised when an attempt starts and lowered exactly once, by its OnDone or by Cancel.
@@ -28,6 +36,8 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     info_.route_class = route_->ClassName(pending_.route_class);
     info_.route_reason = pending_.route_reason;
     info_.trimmed_tokens = pending_.trimmed_tokens;
+    info_.stage_seconds = pending_.stage_seconds;
+    trace_ = pending_.trace;
     if (answer) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -80,6 +90,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_ || attempt != current_) return;
+      if (!committed_) {
+        first_chunk_ = std::chrono::steady_clock::now();
+        info_.upstream_seconds = std::chrono::duration<double>(first_chunk_ - attempt_started_).count();
+      }
       committed_ = true;
       if (capture_) {
         // An answer with tool calls is not stored (the capture keeps text only), and
@@ -95,6 +109,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
           got_content_ = true;
           info_.ttft_seconds = Since(request_.arrival, now);
           s.ttft->Observe(info_.ttft_seconds);
+          first_content_ = std::chrono::steady_clock::now();
         } else {
           s.itl->Observe(Since(last_content_, now));
         }
@@ -106,6 +121,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
 
   void OnDone(int attempt, BackendResult result) {
     const Clock::time_point now = gateway_->clock().Now();
+    const SteadyTime ended_at = std::chrono::steady_clock::now();
     bool retry = false;
     // The ended attempt's cancel function is dropped (outside the lock): it holds the
     // backend's call state, which holds this call's sink, which holds this call. Kept,
@@ -117,6 +133,16 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       BackendSlot& slot = Slot();
       const Route::Series& s = route_->series(plan_[attempt_]);
       const bool failure = result.kind == BackendResult::Kind::kFailed || result.kind == BackendResult::Kind::kBroken;
+      if (result.kind == BackendResult::Kind::kOk && !got_content_) {
+        // No content chunk came (a whole answer, or a stream of tool calls): the
+        // first token is the one the backend saw, else the end.
+        info_.ttft_seconds = result.first_token_seconds >= 0
+                                 ? Since(request_.arrival, attempt_clock_start_) + result.first_token_seconds
+                                 : Since(request_.arrival, now);
+        s.ttft->Observe(info_.ttft_seconds);
+      }
+      if (!committed_) info_.upstream_seconds = std::chrono::duration<double>(ended_at - attempt_started_).count();
+      if (trace_) AttemptSpan(result, ended_at);
       if (!result.error_kind.empty() && result.kind != BackendResult::Kind::kOk) {
         slot.errors->With({slot.backend->name(), result.error_kind}).Add();
       }
@@ -172,8 +198,18 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       NextAttempt();
       return;
     }
+    const bool store = capture_ && done_.kind == BackendResult::Kind::kOk;
+    if (store && trace_) trace_->Hold();  // the cache write's span ends after the answer
     sink_->OnDone(done_, info_);
-    if (capture_ && done_.kind == BackendResult::Kind::kOk) Store();
+    if (store) {
+      const SteadyTime start = std::chrono::steady_clock::now();
+      Store();
+      if (trace_) {
+        trace_->Add(Span{.name = "gateway.cache_write", .id = NewSpanId(), .parent = trace_->root(), .start = start,
+                         .end = std::chrono::steady_clock::now()});
+        trace_->Release();
+      }
+    }
   }
 
  private:
@@ -194,6 +230,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   void NextAttempt() {
     std::shared_ptr<Backend> backend;
     int attempt = -1;
+    std::string traceparent;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_) return;
@@ -217,6 +254,13 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         ++info_.attempts;
         info_.backend = backend->name();
         info_.backend_kind = backend->kind();
+        info_.response_model = backend->model_name();
+        attempt_started_ = std::chrono::steady_clock::now();
+        attempt_clock_start_ = gateway_->clock().Now();
+        if (trace_) {
+          attempt_span_ = NewSpanId();
+          traceparent = trace_->Traceparent(attempt_span_);
+        }
       }
     }
     if (!backend) {
@@ -224,18 +268,22 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
       return;
     }
     if (backend->StartIsCostly() && gateway_->offload()) {
-      gateway_->offload()([self = shared_from_this(), backend, attempt] { self->StartBackend(*backend, attempt); });
+      gateway_->offload()([self = shared_from_this(), backend, attempt, traceparent] {
+        self->StartBackend(*backend, attempt, traceparent);
+      });
     } else {
-      StartBackend(*backend, attempt);
+      StartBackend(*backend, attempt, traceparent);
     }
   }
 
-  void StartBackend(Backend& backend, int attempt) {
+  void StartBackend(Backend& backend, int attempt, const std::string& traceparent) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_ || attempt != current_) return;  // cancelled while it waited for a worker
     }
-    CancelFn cancel = backend.Start(request_, std::make_shared<AttemptSink>(shared_from_this(), attempt));
+    BackendRequest request = request_;
+    request.traceparent = traceparent;
+    CancelFn cancel = backend.Start(std::move(request), std::make_shared<AttemptSink>(shared_from_this(), attempt));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (current_ == attempt && !finished_) {
@@ -283,6 +331,69 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     gateway_->pipeline().OnAnswer(capture_->request, answer);
   }
 
+  // The span of the attempt that just ended (mutex_ held): a client span for a
+  // remote backend, with the local engine's queue, prefill and decode as children.
+  void AttemptSpan(const BackendResult& result, SteadyTime end) {
+    const BackendSlot& slot = Slot();
+    const Backend& backend = *slot.backend;
+    const CompletionRequest& r = *request_.request;
+    const bool remote = !backend.server_address().empty();
+    Span span{.name = std::string(OperationName(r.endpoint)) + " " + backend.model_name(),
+              .id = attempt_span_,
+              .parent = trace_->root(),
+              .kind = remote ? SpanKind::kClient : SpanKind::kInternal,
+              .start = attempt_started_,
+              .end = end};
+    std::vector<Attribute>& a = span.attributes;
+    a.push_back({"gen_ai.operation.name", std::string(OperationName(r.endpoint))});
+    a.push_back({"gen_ai.system", std::string(backend.kind())});
+    a.push_back({"gen_ai.request.model", backend.model_name()});
+    a.push_back({"tachyon.backend", backend.name()});
+    a.push_back({"tachyon.attempt", static_cast<int64_t>(attempt_ + 1)});
+    if (remote) {
+      a.push_back({"server.address", backend.server_address()});
+      a.push_back({"server.port", static_cast<int64_t>(backend.server_port())});
+    }
+    if (result.has_usage) {
+      a.push_back({"gen_ai.usage.input_tokens", result.usage.prompt_tokens});
+      a.push_back({"gen_ai.usage.output_tokens", result.usage.completion_tokens});
+    }
+    if (result.num_cached_tokens >= 0) a.push_back({"tachyon.cached_tokens", result.num_cached_tokens});
+    if (!result.finish_reason.empty()) {
+      a.push_back({"gen_ai.response.finish_reasons", result.finish_reason});
+    }
+    if (result.first_byte_seconds >= 0) {
+      span.events.push_back({.name = "first_byte", .time = After(attempt_started_, result.first_byte_seconds)});
+    }
+    const SteadyTime first_token = got_content_ ? first_content_
+                                   : result.first_token_seconds >= 0
+                                       ? After(attempt_started_, result.first_token_seconds)
+                                       : SteadyTime{};
+    if (first_token != SteadyTime{}) span.events.push_back({.name = "first_token", .time = first_token});
+    span.events.push_back({.name = "end", .time = end});
+    if (result.kind != BackendResult::Kind::kOk) {
+      span.error = true;
+      span.status_message = result.error_kind.empty() ? result.error.message : result.error_kind;
+      a.push_back({"error.type", result.error_kind.empty() ? std::string("error") : result.error_kind});
+    }
+    if (!remote && result.submitted_seconds >= 0 && result.queue_seconds >= 0) {
+      // The engine's phases: waiting for a slot, the prompt's prefill, then decoding.
+      const SteadyTime queued = After(attempt_started_, result.submitted_seconds);
+      const SteadyTime stepped = After(queued, result.queue_seconds);
+      trace_->Add(Span{.name = "engine.queue", .id = NewSpanId(), .parent = attempt_span_, .start = queued,
+                       .end = stepped});
+      if (first_token != SteadyTime{} && first_token >= stepped) {
+        trace_->Add(Span{.name = "engine.prefill", .id = NewSpanId(), .parent = attempt_span_, .start = stepped,
+                         .end = first_token,
+                         .attributes = {{"gen_ai.usage.input_tokens", result.usage.prompt_tokens},
+                                        {"tachyon.cached_tokens", std::max<int64_t>(0, result.num_cached_tokens)}}});
+        trace_->Add(Span{.name = "engine.decode", .id = NewSpanId(), .parent = attempt_span_, .start = first_token,
+                         .end = end, .attributes = {{"gen_ai.usage.output_tokens", result.usage.completion_tokens}}});
+      }
+    }
+    trace_->Add(std::move(span));
+  }
+
   // A stage's answer, replayed as if a backend had given it.
   void Replay(const StageAnswer& answer) {
     const double e2e = Since(pending_.arrival, gateway_->clock().Now());
@@ -317,6 +428,10 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   CancelFn cancel_;
   bool cancelled_ = false, finished_ = false, committed_ = false, got_content_ = false;
   Clock::time_point last_content_;
+  std::shared_ptr<RequestTrace> trace_;  // set by Start; null: not traced
+  SpanId attempt_span_;                  // the current attempt's span (traced requests)
+  SteadyTime attempt_started_, first_chunk_, first_content_;
+  Clock::time_point attempt_clock_start_;
   std::optional<BackendResult> last_failure_;
   BackendResult done_;
   CallInfo info_;

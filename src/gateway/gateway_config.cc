@@ -1,6 +1,8 @@
 #include "gateway/gateway_config.h"
 
 #include "gateway/cache/redis_store.h"
+#include "http/http_client.h"
+#include "obs/otlp_exporter.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -588,6 +590,35 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
   return t.NoOtherKeys();
 }
 
+Status ReadTelemetry(TableReader& t, EnvReader env, TelemetryConfig* out) {
+  RETURN_IF_ERROR(t.String("otlp_endpoint", &out->otlp_endpoint, true));
+  if (StatusOr<HttpUrl> url = ParseHttpUrl(out->otlp_endpoint); !url.ok()) {
+    return t.Error(*t.Get("otlp_endpoint"), "otlp_endpoint", url.status().message());
+  }
+  RETURN_IF_ERROR(t.String("otlp_protocol", &out->otlp_protocol));
+  if (out->otlp_protocol != "http/json") {
+    return t.Error(*t.Get("otlp_protocol"), "otlp_protocol",
+                   "'" + out->otlp_protocol + "' is not supported: this build exports \"http/json\" only "
+                   "(collectors take it on the same port, 4318)");
+  }
+  RETURN_IF_ERROR(t.String("service_name", &out->service_name));
+  if (out->service_name.empty()) return t.Error(*t.Get("service_name"), "service_name", "must not be empty");
+  if (t.Get("sample_ratio") != nullptr) RETURN_IF_ERROR(t.Number("sample_ratio", &out->sample_ratio, 0, 1));
+  std::string headers_env;
+  RETURN_IF_ERROR(t.String("headers_env", &headers_env));
+  if (!headers_env.empty()) {
+    // An unset variable is no headers (a collector without auth); a set one must parse.
+    if (std::optional<std::string> text = env(headers_env)) {
+      StatusOr<std::vector<std::pair<std::string, std::string>>> headers = ParseOtlpHeaders(*text);
+      if (!headers.ok()) return t.Error(*t.Get("headers_env"), "headers_env", "$" + headers_env + ": " +
+                                        headers.status().message());
+      out->headers = std::move(*headers);
+    }
+  }
+  RETURN_IF_ERROR(t.Bool("capture_content", &out->capture_content));
+  return t.NoOtherKeys();
+}
+
 }  // namespace
 
 std::optional<std::string> ReadEnv(const std::string& name) {
@@ -608,9 +639,9 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
   config.path = path;
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
-    if (k != "backend" && k != "route" && k != "server" && k != "cache") {
+    if (k != "backend" && k != "route" && k != "server" && k != "cache" && k != "telemetry") {
       return InvalidArgumentError(path + ":" + std::to_string(node.source().begin.line) + ": unknown key '" + k +
-                                  "' (expected [[backend]], [[route]], [server] or [cache])");
+                                  "' (expected [[backend]], [[route]], [server], [cache] or [telemetry])");
     }
   }
   auto tables = [&](const char* key, const std::function<Status(const toml::table&, size_t)>& fn) -> Status {
@@ -676,6 +707,13 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     if (!n->is_table()) return InvalidArgumentError(path + ": 'cache' must be a table: [cache]");
     TableReader reader(*n->as_table(), path, "[cache]");
     RETURN_IF_ERROR(ReadCache(reader, path, env, &config.cache));
+  }
+  if (const toml::node* n = root.get("telemetry")) {
+    if (!n->is_table()) return InvalidArgumentError(path + ": 'telemetry' must be a table: [telemetry]");
+    TableReader reader(*n->as_table(), path, "[telemetry]");
+    TelemetryConfig telemetry;
+    RETURN_IF_ERROR(ReadTelemetry(reader, env, &telemetry));
+    config.telemetry = std::move(telemetry);
   }
   const bool any_embedding = std::any_of(config.backends.begin(), config.backends.end(),
                                          [](const BackendConfig& b) { return b.kind == "embedding"; });

@@ -136,12 +136,25 @@ struct ServerConfig {
   std::optional<CaptureOptions> capture;
 };
 
+// [telemetry]: traces over OTLP/HTTP (obs/otlp_exporter.h).
+struct TelemetryConfig {
+  std::string otlp_endpoint;  // "http://otel-collector:4318"; "": no traces
+  std::string otlp_protocol = "http/json";
+  std::string service_name = "tachyon";
+  double sample_ratio = 1.0;
+  // "k=v,k2=v2" headers read from headers_env (OTEL_EXPORTER_OTLP_HEADERS's format).
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool capture_content = false;  // prompt and answer text in spans
+  bool operator==(const TelemetryConfig&) const = default;
+};
+
 struct GatewayConfig {
   std::string path;
   std::vector<BackendConfig> backends;
   std::vector<RouteConfig> routes;
   ServerConfig server;
   CacheConfig cache;
+  std::optional<TelemetryConfig> telemetry;
 };
 
 // `getenv` reads the environment variables that api_key_env names (a test passes its own).

@@ -9,6 +9,8 @@ std::optional<std::string> FakeEnv(const std::string& name) {
   if (name == "UPSTREAM_A_KEY") return std::string("sk-a");
   if (name == "UPSTREAM_B_KEY") return std::string("sk-b");
   if (name == "ANTHROPIC_API_KEY") return std::string("sk-ant");
+  if (name == "OTLP_HEADERS") return std::string("api-key=k1, x-team = a");
+  if (name == "BROKEN_OTLP_HEADERS") return std::string("no-equals-sign");
   return std::nullopt;
 }
 
@@ -461,11 +463,39 @@ TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_NE(ErrorOf("[[backend]\nname = 1").find("t.toml:1:"), std::string::npos) << "TOML syntax";
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n").find("no [[route]]"),
             std::string::npos);
-  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [server] or [cache])");
+  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [server], [cache] or "
+                                    "[telemetry])");
   EXPECT_NE(ErrorOf("[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x'\n[[backend]]\nname='a'\nkind='openai'\n"
                     "base_url='http://y'\n").find("a second backend named 'a'"),
             std::string::npos);
   EXPECT_EQ(LoadGatewayConfig("/nonexistent/t.toml").status().code(), StatusCode::kNotFound);
+}
+
+TEST(GatewayConfigTest, TelemetryTable) {
+  const std::string base = "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x/v1'\n"
+                           "[[route]]\nmodel='m'\nbackends=['a']\n[telemetry]\n";
+  StatusOr<GatewayConfig> c = Parse(base + "otlp_endpoint = 'http://collector:4318'\nsample_ratio = 0.25\n"
+                                           "headers_env = 'OTLP_HEADERS'\ncapture_content = true\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->telemetry.has_value());
+  EXPECT_EQ(c->telemetry->otlp_endpoint, "http://collector:4318");
+  EXPECT_EQ(c->telemetry->service_name, "tachyon");
+  EXPECT_EQ(c->telemetry->sample_ratio, 0.25);
+  EXPECT_TRUE(c->telemetry->capture_content);
+  ASSERT_EQ(c->telemetry->headers.size(), 2u);
+  EXPECT_EQ(c->telemetry->headers[1].second, "a");
+  EXPECT_FALSE(Parse(base.substr(0, base.find("[telemetry]")))->telemetry.has_value());
+  EXPECT_NE(ErrorOf(base).find("'otlp_endpoint'"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "otlp_endpoint = 'collector:4318'\n").find("'otlp_endpoint'"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "otlp_endpoint = 'http://c:4318'\notlp_protocol = 'http/protobuf'\n").find("http/json"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "otlp_endpoint = 'http://c:4318'\nsample_ratio = 2\n").find("'sample_ratio'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "otlp_endpoint = 'http://c:4318'\nheaders_env = 'BROKEN_OTLP_HEADERS'\n")
+                .find("$BROKEN_OTLP_HEADERS"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "otlp_endpoint = 'http://c:4318'\nsampel_ratio = 1\n").find("unknown key"),
+            std::string::npos);
 }
 
 TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "obs/trace.h"
 
 namespace tachyon {
 
@@ -46,6 +47,20 @@ struct GatewayRequest {
   // Set by the trimmer: tokens it removed, by step ("whitespace", "duplicates",
   // "history", "documents"), in the order the steps ran.
   std::vector<std::pair<std::string, int64_t>> trimmed_tokens;
+  // The request's trace (null: not traced), and the span of the stage running
+  // now: a stage's own steps (the semantic cache's embed and search) are its children.
+  std::shared_ptr<RequestTrace> trace;
+  SpanId stage_span;
+  // Seconds each stage took, in the order they ran (server-timing, the access log).
+  std::vector<std::pair<std::string, double>> stage_seconds;
+
+  // A step of the running stage, as a child span of it (nothing when not traced).
+  void AddStepSpan(std::string name, std::chrono::steady_clock::time_point start,
+                   std::chrono::steady_clock::time_point end, std::vector<Attribute> attributes = {}) const {
+    if (!trace) return;
+    trace->Add(Span{.name = std::move(name), .id = NewSpanId(), .parent = stage_span, .start = start, .end = end,
+                    .attributes = std::move(attributes)});
+  }
 };
 
 // A complete answer as the backend gave it, for stages that store answers.
@@ -85,6 +100,8 @@ class Stage {
   // that ends complete (kOk) and calls OnAnswer on the backend's thread.
   virtual bool wants_answers() const { return false; }
   virtual void OnAnswer(const GatewayRequest& /*request*/, const CapturedAnswer& /*answer*/) {}
+  // What the stage's span says of what it did to this request (cache status, class, trimmed tokens).
+  virtual void SpanAttributes(const GatewayRequest& /*request*/, std::vector<Attribute>* /*out*/) const {}
 };
 
 class Pipeline {
@@ -109,10 +126,22 @@ class Pipeline {
     }
   }
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
-  // Runs the stages in order until one answers.
+  // Runs the stages in order until one answers; times each (and, when the
+  // request is traced, gives each a span under the server span).
   std::optional<StageAnswer> Run(GatewayRequest& request) const {
     for (const auto& stage : stages_) {
-      if (std::optional<StageAnswer> answer = stage->Process(request)) return answer;
+      const auto start = std::chrono::steady_clock::now();
+      if (request.trace) request.stage_span = NewSpanId();
+      std::optional<StageAnswer> answer = stage->Process(request);
+      const auto end = std::chrono::steady_clock::now();
+      request.stage_seconds.emplace_back(stage->name(), std::chrono::duration<double>(end - start).count());
+      if (request.trace) {
+        Span span{.name = "gateway." + std::string(stage->name()), .id = request.stage_span,
+                  .parent = request.trace->root(), .start = start, .end = end};
+        stage->SpanAttributes(request, &span.attributes);
+        request.trace->Add(std::move(span));
+      }
+      if (answer) return answer;
       if (stage->changes_body() && !request.request->raw_body.empty()) request.request->raw_body.clear();
     }
     return std::nullopt;

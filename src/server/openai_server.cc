@@ -88,25 +88,66 @@ struct CaptureStart {
   SteadyClock::time_point arrival;
 };
 
+// The request's server span, started at arrival: the root of its trace.
+struct TraceStart {
+  std::shared_ptr<RequestTrace> trace;  // null: not traced
+  std::string path;                     // "/v1/chat/completions"
+  SteadyClock::time_point arrival;
+};
+
+// "trim;dur=0.120, cache;dur=0.052, route;dur=0.010, upstream;dur=123.400":
+// the pipeline's stages (both caches as one "cache"), then the answering
+// attempt's time to its first chunk (streamed) or its end, in milliseconds.
+std::string ServerTiming(const CallInfo& info) {
+  std::vector<std::pair<std::string, double>> parts;
+  for (const auto& [stage, seconds] : info.stage_seconds) {
+    std::string name = stage == "exact-cache" || stage == "semantic-cache" ? "cache"
+                       : stage == "router"                                 ? "route"
+                                                                           : stage;
+    auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == name; });
+    if (it == parts.end()) {
+      parts.emplace_back(std::move(name), seconds);
+    } else {
+      it->second += seconds;
+    }
+  }
+  if (info.upstream_seconds >= 0) parts.emplace_back("upstream", info.upstream_seconds);
+  std::string out;
+  char dur[32];
+  for (const auto& [name, seconds] : parts) {
+    std::snprintf(dur, sizeof(dur), ";dur=%.3f", seconds * 1e3);
+    out += (out.empty() ? "" : ", ") + name + dur;
+  }
+  return out;
+}
+
 // Frames one call's answer for HTTP and writes its access-log and capture
 // lines. With `messages_model` set the client came through /v1/messages: the
 // answer is framed in Anthropic's shape (whole, events, errors) for that model name.
 class HttpSink : public GatewaySink {
  public:
   HttpSink(std::shared_ptr<ResponseWriter> writer, std::shared_ptr<const CompletionRequest> request,
-           std::string request_id, std::string id, bool access_log, std::string messages_model, CaptureStart capture)
+           std::string request_id, std::string id, bool access_log, std::string messages_model, CaptureStart capture,
+           TraceStart trace)
       : writer_(std::move(writer)),
         request_(std::move(request)),
         request_id_(std::move(request_id)),
         id_(std::move(id)),
         access_log_(access_log),
         messages_model_(std::move(messages_model)),
-        capture_(std::move(capture)) {
+        capture_(std::move(capture)),
+        trace_(std::move(trace)) {
     if (!messages_model_.empty()) messages_ = std::make_unique<MessagesEventWriter>(id_, messages_model_);
   }
 
+  // A call cancelled (its client went away) never reaches OnDone: its server span ends here.
+  ~HttpSink() override {
+    if (trace_.trace && !span_done_) EndServerSpan(nullptr, nullptr, 499);
+  }
+
   void OnChunk(const BackendChunk& chunk, const CallInfo& info) override {
-    if (capture_.writer && !chunk.reasoning && output_.size() < CaptureWriter::kMaxOutputBytes) {
+    const bool keep_output = capture_.writer || (trace_.trace && trace_.trace->capture_content());
+    if (keep_output && !chunk.reasoning && output_.size() < CaptureWriter::kMaxOutputBytes) {
       output_.append(chunk.text, 0, CaptureWriter::kMaxOutputBytes - output_.size());
     }
     if (!started_) {
@@ -127,6 +168,7 @@ class HttpSink : public GatewaySink {
 
   void OnDone(const BackendResult& result, const CallInfo& info) override {
     const int status = messages_ ? FinishMessages(result, info) : Finish(result, info);
+    if (trace_.trace) EndServerSpan(&result, &info, status);
     if (!access_log_ && !capture_.writer) return;
     nlohmann::json line = LogLine(result, info, status);
     if (access_log_) std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -138,7 +180,11 @@ class HttpSink : public GatewaySink {
     line["tenant"] = "";
     line["backend_kind"] = info.backend_kind;
     if (!line.contains("cache")) line["cache"] = "off";
-    if (!request_->stream) line["ttft_ms"] = line["e2e_ms"];  // the whole answer is the first token the client sees
+    // The whole answer is the first token the client sees; the first token the backend made is first_token_ms.
+    if (!request_->stream) {
+      line["first_token_ms"] = line["ttft_ms"];
+      line["ttft_ms"] = line["e2e_ms"];
+    }
     if (result.queue_seconds >= 0) line["queue_ms"] = Millis(result.queue_seconds);
     if (result.text) output_ = result.text->substr(0, CaptureWriter::kMaxOutputBytes);
     capture_.writer->Add({.line = std::move(line), .body = std::move(capture_.body), .output = std::move(output_)});
@@ -206,8 +252,74 @@ class HttpSink : public GatewaySink {
     return error.http_status;
   }
 
+  // The server span (the trace's root), with the request's outcome; then the
+  // trace's hold is let go (it is exported once the cache write, if any, ended).
+  // result and info are null for a call cancelled before it ended.
+  void EndServerSpan(const BackendResult* result, const CallInfo* info, int status) {
+    span_done_ = true;
+    RequestTrace& trace = *trace_.trace;
+    const CompletionRequest& r = *request_;
+    const std::string operation = r.endpoint == Endpoint::kChatCompletions ? "chat" : "text_completion";
+    Span span{.name = "POST " + trace_.path,
+              .id = trace.root(),
+              .parent = trace.remote_parent(),
+              .kind = SpanKind::kServer,
+              .start = trace_.arrival,
+              .end = SteadyClock::now()};
+    std::vector<Attribute>& a = span.attributes;
+    a.push_back({"http.request.method", std::string("POST")});
+    a.push_back({"url.path", trace_.path});
+    a.push_back({"http.response.status_code", static_cast<int64_t>(status)});
+    a.push_back({"gen_ai.operation.name", operation});
+    a.push_back({"gen_ai.request.model", r.model});
+    a.push_back({"tachyon.request_id", request_id_});
+    a.push_back({"tachyon.stream", r.stream});
+    if (r.max_tokens) a.push_back({"gen_ai.request.max_tokens", *r.max_tokens});
+    if (r.body.is_object() && r.body.contains("temperature") && r.body["temperature"].is_number()) {
+      a.push_back({"gen_ai.request.temperature", r.body["temperature"].get<double>()});
+    }
+    if (trace.capture_content()) {
+      const nlohmann::json& input = r.endpoint == Endpoint::kChatCompletions && r.body.contains("messages")
+                                        ? r.body["messages"]
+                                        : r.body.value("prompt", nlohmann::json());
+      a.push_back({"gen_ai.input.messages", input.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+      std::string output = result && result->text ? *result->text : output_;
+      a.push_back({"gen_ai.output.messages", std::move(output)});
+    }
+    if (info == nullptr) {
+      span.error = true;
+      span.status_message = "the client went away before the answer ended";
+      a.push_back({"error.type", std::string("client_closed")});
+    } else {
+      if (!info->route.empty()) a.push_back({"tachyon.route", info->route});
+      if (!info->backend.empty()) a.push_back({"tachyon.backend", info->backend});
+      if (!info->response_model.empty()) a.push_back({"gen_ai.response.model", info->response_model});
+      if (!info->cache.empty()) a.push_back({"tachyon.cache", info->cache});
+      if (!info->route_class.empty()) a.push_back({"tachyon.route_class", info->route_class});
+      if (info->ttft_seconds >= 0) a.push_back({"tachyon.ttft_ms", Millis(info->ttft_seconds)});
+      a.push_back({"tachyon.attempts", static_cast<int64_t>(info->attempts)});
+      if (result->has_usage) {
+        a.push_back({"gen_ai.usage.input_tokens", result->usage.prompt_tokens});
+        a.push_back({"gen_ai.usage.output_tokens", result->usage.completion_tokens});
+      }
+      if (result->num_cached_tokens >= 0) a.push_back({"tachyon.cached_tokens", result->num_cached_tokens});
+      if (!result->finish_reason.empty()) a.push_back({"gen_ai.response.finish_reasons", result->finish_reason});
+      if (result->kind != BackendResult::Kind::kOk) {
+        span.error = true;
+        span.status_message = result->error.message;
+        a.push_back({"error.type", result->error_kind.empty() ? std::string("error") : result->error_kind});
+      }
+    }
+    trace.Add(std::move(span));
+    trace.Release();
+  }
+
   HttpHeaders Headers(const CallInfo& info) const {
     HttpHeaders h = {{"x-request-id", request_id_}};
+    if (std::string timing = ServerTiming(info); !timing.empty()) h.emplace_back("server-timing", std::move(timing));
+    if (trace_.trace) {
+      h.emplace_back("traceparent", trace_.trace->Traceparent(trace_.trace->root()));
+    }
     if (!info.route.empty()) h.emplace_back("x-tachyon-route", RouteHeader(info));
     if (!info.backend.empty()) h.emplace_back("x-tachyon-backend", info.backend);
     if (!info.cache.empty()) h.emplace_back("x-tachyon-cache", info.cache);
@@ -268,6 +380,7 @@ class HttpSink : public GatewaySink {
     }
     if (result.num_cached_tokens >= 0) line["cached_tokens"] = result.num_cached_tokens;
     if (!result.finish_reason.empty()) line["finish_reason"] = result.finish_reason;
+    if (trace_.trace) line["trace_id"] = trace_.trace->trace_id().Hex();
     if (result.kind != BackendResult::Kind::kOk) line["error"] = result.error_kind.empty() ? "error" : result.error_kind;
     return line;
   }
@@ -279,8 +392,10 @@ class HttpSink : public GatewaySink {
   std::string messages_model_;                   // /v1/messages: the model the answer names
   std::unique_ptr<MessagesEventWriter> messages_;  // /v1/messages: events from chunks
   CaptureStart capture_;
-  std::string output_;    // captured requests: the answer's text so far (bounded)
+  TraceStart trace_;
+  std::string output_;    // captured (or traced with content) requests: the answer's text so far (bounded)
   bool started_ = false;  // backend threads only, one at a time
+  bool span_done_ = false;
 };
 
 }  // namespace
@@ -482,8 +597,20 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
     capture.writer = options->capture;
     capture.body = http.body;  // with bodies off, only output_ngram_share reads it
   }
+  TraceStart trace{.path = capture.endpoint, .arrival = arrival};
+  if (options->tracer) {
+    auto header = [&](const char* name) {
+      auto it = http.headers.find(name);
+      return it == http.headers.end() ? std::string_view() : std::string_view(it->second);
+    };
+    trace.trace = options->tracer->Start(header("traceparent"), header("tracestate"));
+    if (trace.trace && options->exporter) {
+      trace.trace->OnFinish([exporter = options->exporter](RequestTrace& t) { exporter->Add(FinishedSpans(t)); });
+    }
+    g.trace = trace.trace;
+  }
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model,
-                                         std::move(capture));
+                                         std::move(capture), std::move(trace));
   CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
 }

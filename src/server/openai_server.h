@@ -18,7 +18,10 @@
 // x-tachyon-backend). Streams are framed here: one SSE event per backend chunk,
 // then [DONE]; a failure mid-stream is an error event and [DONE], whatever the
 // backend. One JSON access-log line per request goes to stderr, and with a
-// capture one line per request to its file (obs/capture.h).
+// capture one line per request to its file (obs/capture.h). Answers carry
+// server-timing (the stages' and the upstream's durations); with [telemetry]
+// each sampled request is a trace (a server span over the gateway's spans),
+// continuing the client's traceparent, exported over OTLP (obs/otlp_exporter.h).
 #pragma once
 
 #include <atomic>
@@ -31,6 +34,8 @@
 #include "http/http_server.h"
 #include "obs/capture.h"
 #include "obs/metrics.h"
+#include "obs/otlp_exporter.h"
+#include "obs/trace.h"
 #include "server/origin_policy.h"
 
 namespace tachyon {
@@ -70,6 +75,10 @@ struct OpenAiServerOptions {
   // The traffic capture (obs/capture.h); null: none. Kept across a reload whose
   // capture settings did not change.
   std::shared_ptr<CaptureWriter> capture;
+  // Traces ([telemetry]): who is sampled, and where finished traces go; both
+  // null: no traces. Kept across a reload.
+  std::shared_ptr<const Tracer> tracer;
+  std::shared_ptr<OtlpExporter> exporter;
 };
 
 class OpenAiServer {

@@ -129,6 +129,9 @@ class ExactCacheStage : public Stage {
   bool changes_body() const override { return false; }  // reads the request only
   bool wants_answers() const override { return true; }
   void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) override;
+  void SpanAttributes(const GatewayRequest& request, std::vector<Attribute>* out) const override {
+    if (!request.cache_status.empty()) out->push_back({"tachyon.cache", request.cache_status});
+  }
 
   const std::shared_ptr<ExactCache>& store() const { return store_; }
 

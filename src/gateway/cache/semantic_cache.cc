@@ -357,6 +357,8 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
   }
   const auto start = std::chrono::steady_clock::now();
   StatusOr<std::vector<float>> vector = options.embedder->Embed(std::span<const std::string>(&question, 1));
+  const auto embedded = std::chrono::steady_clock::now();
+  request.AddStepSpan("embed", start, embedded, {{"tachyon.embedder", options.embedder->id()}});
   if (!vector.ok()) {
     std::fprintf(stderr, "tachyon: semantic cache: embedding failed (%s); not cached\n",
                  vector.status().message().c_str());
@@ -374,6 +376,8 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
   const Clock::time_point now = store_->clock().Now();
   const std::vector<SemanticCache::Candidate> candidates =
       store_->Search(request.semantic_embedder, request.semantic_scope, request.semantic_vector, kCandidates, now);
+  request.AddStepSpan("search", embedded, std::chrono::steady_clock::now(),
+                      {{"tachyon.candidates", static_cast<int64_t>(candidates.size())}});
   const HitOptions& hit = options.hit;
   std::optional<SemanticCache::Candidate> chosen;
   for (const SemanticCache::Candidate& c : candidates) {

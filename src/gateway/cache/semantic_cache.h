@@ -155,6 +155,10 @@ class SemanticCacheStage : public Stage {
   bool costly(const std::string& route) const override { return routes_.count(route) != 0; }  // embeds the question
   bool wants_answers() const override { return true; }
   void OnAnswer(const GatewayRequest& request, const CapturedAnswer& answer) override;
+  void SpanAttributes(const GatewayRequest& request, std::vector<Attribute>* out) const override {
+    if (!request.cache_status.empty()) out->push_back({"tachyon.cache", request.cache_status});
+    if (request.cache_similarity >= 0) out->push_back({"tachyon.cache_similarity", request.cache_similarity});
+  }
 
  private:
   std::unordered_map<std::string, SemanticRouteOptions> routes_;

@@ -23,6 +23,10 @@ class RouterStage : public Stage {
   bool changes_body() const override { return false; }  // reads the request only
   // The classifier embeds the message: a worker's job.
   bool costly(const std::string& route) const override;
+  void SpanAttributes(const GatewayRequest& request, std::vector<Attribute>* out) const override {
+    if (request.route_class >= 0) out->push_back({"tachyon.route_class", static_cast<int64_t>(request.route_class)});
+    if (!request.route_reason.empty()) out->push_back({"tachyon.route_reason", request.route_reason});
+  }
 
  private:
   struct RouteSeries {

@@ -31,6 +31,11 @@ class TrimStage : public Stage {
   bool changes_body() const override { return false; }  // a changed body is a new parse, with its own bytes
   // Counting tokens of a long prompt is a worker's job.
   bool costly(const std::string& route) const override { return routes_.count(route) > 0; }
+  void SpanAttributes(const GatewayRequest& request, std::vector<Attribute>* out) const override {
+    int64_t total = 0;
+    for (const auto& [step, n] : request.trimmed_tokens) total += n;
+    out->push_back({"tachyon.trimmed_tokens", total});
+  }
 
  private:
   std::unordered_map<std::string, TrimRoute> routes_;

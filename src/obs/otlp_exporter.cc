@@ -5,6 +5,7 @@
 #include <future>
 #include <optional>
 
+#include "base/percent_decode.h"
 #include "http/http_client.h"
 
 namespace tachyon {
@@ -15,23 +16,6 @@ std::string Trim(std::string s) {
   if (a == std::string::npos) return "";
   const size_t b = s.find_last_not_of(" \t");
   return s.substr(a, b - a + 1);
-}
-
-bool PercentDecode(const std::string& in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size() || !std::isxdigit(static_cast<unsigned char>(in[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
-      return false;
-    }
-    out->push_back(static_cast<char>(std::stoi(in.substr(i + 1, 2), nullptr, 16)));
-    i += 2;
-  }
-  return true;
 }
 
 bool HeaderSafe(const std::string& s) {

@@ -151,6 +151,7 @@ class ObservabilityE2eTest : public ::testing::Test {
                            "\"\nthreads = 1\nchat_template = \"chatml\"\n"
                            "[[route]]\nmodel = \"remote\"\nbackends = [\"up\"]\nexact_cache = true\n"
                            "[[route]]\nmodel = \"local\"\nbackends = [\"engine\"]\n"
+                           "[cache]\nstore = \"memory\"\n"  // nothing kept from another run
                            "[telemetry]\notlp_endpoint = \"" + collector + "\"\nservice_name = \"gw-test\"\n" +
                            telemetry);
   }

@@ -22,26 +22,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/percent_decode.h"
+
 namespace tachyon {
 namespace {
-
-// %XX escapes of a URL's user or password decoded; false on a broken escape.
-bool PercentDecode(const std::string& in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size() || !std::isxdigit(static_cast<unsigned char>(in[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
-      return false;
-    }
-    out->push_back(static_cast<char>(std::strtol(in.substr(i + 1, 2).c_str(), nullptr, 16)));
-    i += 2;
-  }
-  return true;
-}
 
 std::string OpenSslError() {
   const unsigned long e = ERR_get_error();

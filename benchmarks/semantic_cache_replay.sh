@@ -75,8 +75,8 @@ for mode, label in [("off", "off"), ("exact", "exact"), ("semantic_example", "ex
     s = json.load(open(f"{work}/{mode}.json"))["summary"]
     metrics = open(f"{work}/{mode}.metrics").read()
     def hits(kind):
-        m = re.search(r'tachyon:cache_lookups_total\{kind="%s",result="hit"\} (\d+)' % kind, metrics)
-        return int(m.group(1)) if m else 0
+        found = re.findall(r'tachyon:cache_lookups_total\{kind="%s",result="hit",route="[^"]*"\} (\d+)' % kind, metrics)
+        return sum(int(n) for n in found)
     n = s["num_ok"]
     e, sem = hits("exact"), hits("semantic")
     total = max(1, n)

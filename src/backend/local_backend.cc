@@ -229,6 +229,12 @@ void LocalBackend::RegisterMetrics(MetricsRegistry* metrics, const SpeculativeOp
                                       {"model_name", "backend"}).With(labels);
   Gauge* kv = &metrics->AddGauge("tachyon:kv_cache_usage_perc", "Share of KV blocks in use (0..1)",
                                  {"model_name", "backend"}).With(labels);
+  Counter* steps = &metrics->AddCounter("tachyon:engine_decode_steps_total",
+                                       "Engine steps that emitted a token", {"model_name", "backend"}).With(labels);
+  Counter* step_sequences = &metrics->AddCounter("tachyon:engine_decode_sequences_total",
+                                                 "Sequences that emitted a token, summed over steps (over "
+                                                 "engine_decode_steps_total: the decode batch size)",
+                                                 {"model_name", "backend"}).With(labels);
   auto spec_counter = [&](const char* name, const char* help) {
     return &metrics->AddCounter(name, help, {"model_name", "backend"}).With(labels);
   };
@@ -266,6 +272,8 @@ void LocalBackend::RegisterMetrics(MetricsRegistry* metrics, const SpeculativeOp
     running->Set(s.num_running);
     waiting->Set(s.num_waiting);
     kv->Set(s.kv_usage);
+    steps->Set(static_cast<double>(s.decode_steps));
+    step_sequences->Set(static_cast<double>(s.decode_sequences));
   });
 }
 

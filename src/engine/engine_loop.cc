@@ -85,7 +85,12 @@ void EngineLoop::Run() {
     }
     for (const auto& [id, blocked] : blocked_) engine_->SetHeld(id, blocked());
     std::vector<RequestOutput> outputs = engine_->Expire(engine_->clock().Now());
-    for (RequestOutput& output : engine_->Step()) outputs.push_back(std::move(output));
+    std::vector<RequestOutput> stepped = engine_->Step();
+    if (!stepped.empty()) {
+      ++decode_steps_;
+      decode_sequences_ += static_cast<int64_t>(stepped.size());
+    }
+    for (RequestOutput& output : stepped) outputs.push_back(std::move(output));
     for (const RequestOutput& output : outputs) {
       auto it = callbacks_.find(output.id);
       if (it == callbacks_.end()) continue;
@@ -107,6 +112,8 @@ void EngineLoop::Run() {
               .prefix_query_tokens = engine_->kv().prefix_query_tokens(),
               .prefix_hit_tokens = engine_->kv().prefix_hit_tokens(),
               .prompt_tokens_computed = engine_->scheduler().num_prompt_tokens_computed(),
+              .decode_steps = decode_steps_,
+              .decode_sequences = decode_sequences_,
               .speculative = engine_->speculative_stats()};
     stepped_.notify_all();
   }

@@ -23,6 +23,8 @@ struct EngineStats {
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
   int64_t prompt_tokens_computed = 0;
+  int64_t decode_steps = 0;      // steps that emitted a token
+  int64_t decode_sequences = 0;  // over those steps, the sequences that emitted one (/ steps: the batch size)
   SpeculativeStats speculative;
 };
 
@@ -70,6 +72,7 @@ class EngineLoop {
   EngineStats stats_;                                   // guarded by mutex_
   std::atomic<int> num_in_flight_{0};
   std::unordered_map<SeqId, Callback> callbacks_;  // loop thread only
+  int64_t decode_steps_ = 0, decode_sequences_ = 0;  // loop thread only
   std::unordered_map<SeqId, BlockedFn> blocked_;   // loop thread only: requests that may be held
   std::thread thread_;
 };

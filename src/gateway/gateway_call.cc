@@ -167,6 +167,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
           const double ttft = info_.ttft_seconds >= 0 ? info_.ttft_seconds : Since(request_.arrival, now);
           const double alpha = route_->config().ewma_alpha;
           slot.ttft_ewma = slot.ttft_ewma < 0 ? ttft : alpha * ttft + (1 - alpha) * slot.ttft_ewma;
+          slot.ttft_ewma_gauge->Set(slot.ttft_ewma);
         }
       }
       current_ = -1;
@@ -402,6 +403,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     info.backend_kind = "cache";
     info.attempts = 0;
     info.ttft_seconds = info.e2e_seconds = e2e;
+    if (answer.result.kind == BackendResult::Kind::kOk) route_->RecordStageAnswer(answer.answered_by, e2e);
     for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
     sink_->OnDone(answer.result, info);
   }

@@ -51,6 +51,10 @@ std::shared_ptr<BackendSlot> MakeSlot(std::shared_ptr<Backend> backend, const st
                              .With(v);
   slot->in_flight = &m->AddGauge("tachyon:backend_requests_in_flight", "Requests in flight per backend",
                                  {"backend"}).With(v);
+  slot->ttft_ewma_gauge = &m->AddGauge("tachyon:backend_ttft_ewma_seconds",
+                                       "The TTFT average the least-latency policy ranks backends by "
+                                       "(exponentially weighted; 0 before the first answer)",
+                                       {"backend"}).With(v);
   slot->errors = &m->AddCounter("tachyon:backend_errors_total", "Failed attempts per backend, by kind",
                                 {"backend", "kind"});
   slot->breaker_state->Set(0);
@@ -105,6 +109,9 @@ Route::Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>
     series_.push_back({&ttft.With(v), &itl.With(v), &e2e.With(v), &success.With(v), &cancelled.With(v),
                        &cached.With(rb), &written.With(rb)});
   }
+  ttft_family_ = &ttft;
+  e2e_family_ = &e2e;
+  success_family_ = &success;
   requests_ = &m->AddCounter("tachyon:route_requests_total", "Requests that reached the route", {"route"})
                    .With({config.model});
   retries_ = &m->AddCounter("tachyon:route_retries_total",
@@ -115,6 +122,13 @@ Route::Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>
                     .With({config.model});
   errors_ = &m->AddCounter("tachyon:request_error_total", "Requests that ended in an error, by kind",
                            {"route", "backend", "kind"});
+}
+
+void Route::RecordStageAnswer(const std::string& answered_by, double seconds) const {
+  const std::vector<std::string> v = {config_.model, config_.model, answered_by};
+  ttft_family_->With(v).Observe(seconds);
+  e2e_family_->With(v).Observe(seconds);
+  success_family_->With(v).Add();
 }
 
 std::vector<std::string> Route::MemberNames(const std::vector<size_t>& members) const {

@@ -51,6 +51,7 @@ struct BackendSlot {
   Histogram* first_byte = nullptr;
   Gauge* breaker_state = nullptr;
   Gauge* in_flight = nullptr;
+  Gauge* ttft_ewma_gauge = nullptr;  // ttft_ewma, for /v1/stats and scrapes
   CounterFamily* errors = nullptr;  // {backend, kind}
 };
 
@@ -76,6 +77,9 @@ class Route {
   const RouteConfig& config() const { return config_; }
   const std::vector<std::shared_ptr<BackendSlot>>& slots() const { return slots_; }
   const Series& series(size_t idx) const { return series_[idx]; }
+  // A stage's answer (a cache hit): its TTFT (the whole answer), E2E and success,
+  // under backend = the stage that answered ("exact-cache", "semantic-cache").
+  void RecordStageAnswer(const std::string& answered_by, double seconds) const;
   Counter& requests() const { return *requests_; }
   Counter& retries() const { return *retries_; }
   Counter& fallbacks() const { return *fallbacks_; }
@@ -102,6 +106,9 @@ class Route {
   RouteConfig config_;
   std::vector<std::shared_ptr<BackendSlot>> slots_;
   std::vector<Series> series_;
+  HistogramFamily* ttft_family_;  // {model_name, route, backend}, for stage answers
+  HistogramFamily* e2e_family_;
+  CounterFamily* success_family_;
   // One per class (a route that does not classify: one over all its backends).
   struct ClassPlan {
     std::vector<size_t> members;   // indices into slots_

@@ -31,20 +31,31 @@ double Histogram::sum() const {
   return sum_;
 }
 
+Histogram::Data Histogram::Read() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {counts_, sum_, count_};
+}
+
 double Histogram::Quantile(double q) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (count_ == 0) return 0;
-  const double rank = q * static_cast<double>(count_);
+  return QuantileOf(bounds_, counts_, q);
+}
+
+double Histogram::QuantileOf(const std::vector<double>& bounds, const std::vector<uint64_t>& counts, double q) {
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  if (total == 0 || bounds.empty()) return 0;
+  const double rank = q * static_cast<double>(total);
   uint64_t below = 0;
-  for (size_t i = 0; i < counts_.size(); ++i) {
-    if (below + counts_[i] >= rank && counts_[i] > 0) {
-      const double lo = i == 0 ? 0.0 : bounds_[i - 1];
-      const double hi = i < bounds_.size() ? bounds_[i] : bounds_.back();
-      return lo + (hi - lo) * (rank - static_cast<double>(below)) / static_cast<double>(counts_[i]);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (below + counts[i] >= rank && counts[i] > 0) {
+      const double lo = i == 0 ? 0.0 : bounds[i - 1];
+      const double hi = i < bounds.size() ? bounds[i] : bounds.back();
+      return lo + (hi - lo) * (rank - static_cast<double>(below)) / static_cast<double>(counts[i]);
     }
-    below += counts_[i];
+    below += counts[i];
   }
-  return bounds_.back();
+  return bounds.back();
 }
 
 std::string Histogram::RenderPrometheus(const std::string& name, const std::string& labels) const {

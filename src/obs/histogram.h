@@ -14,7 +14,16 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
 
+  // The buckets' own counts (not cumulative; the last is +Inf), sum and count, read at once.
+  struct Data {
+    std::vector<uint64_t> counts;
+    double sum = 0;
+    uint64_t count = 0;
+  };
+
   void Observe(double value);
+  Data Read() const;
+  const std::vector<double>& bounds() const { return bounds_; }
   uint64_t count() const;
   double sum() const;
   // The q-quantile (0..1) estimated from the buckets; 0 when empty.
@@ -22,6 +31,9 @@ class Histogram {
   // The series lines: "<name>_bucket{<labels>,le="..."} n", then _sum and _count
   // (the family's HELP and TYPE lines are MetricsRegistry's).
   std::string RenderPrometheus(const std::string& name, const std::string& labels) const;
+
+  // The q-quantile of bucket counts over these bounds (counts.size() == bounds.size() + 1).
+  static double QuantileOf(const std::vector<double>& bounds, const std::vector<uint64_t>& counts, double q);
 
   // Bucket edges for latencies in seconds, fine from 1 ms.
   static std::vector<double> LatencyBuckets();

@@ -1,5 +1,6 @@
 #include "obs/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/check.h"
@@ -127,11 +128,38 @@ void MetricsRegistry::RemoveCollector(int id) {
   collectors_.erase(id);
 }
 
-std::string MetricsRegistry::Render() const {
-  {
-    std::lock_guard<std::mutex> lock(collectors_mutex_);
-    for (const auto& [id, fn] : collectors_) fn();
+void MetricsRegistry::RunCollectors() const {
+  std::lock_guard<std::mutex> lock(collectors_mutex_);
+  for (const auto& [id, fn] : collectors_) fn();
+}
+
+void MetricsRegistry::ForEachSeries(const std::vector<std::string>& names,
+                                    const std::function<void(const SeriesRef&)>& fn) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& e : entries_) {
+    if (!names.empty() && std::find(names.begin(), names.end(), e->name) == names.end()) continue;
+    switch (e->type) {
+      case MetricType::kCounter:
+        e->counters->ForEach([&](const std::vector<std::string>& values, const Counter& c) {
+          fn({e->name, e->type, e->counters->label_names(), values, c.value(), nullptr});
+        });
+        break;
+      case MetricType::kGauge:
+        e->gauges->ForEach([&](const std::vector<std::string>& values, const Gauge& g) {
+          fn({e->name, e->type, e->gauges->label_names(), values, g.value(), nullptr});
+        });
+        break;
+      case MetricType::kHistogram:
+        e->histograms->ForEach([&](const std::vector<std::string>& values, const Histogram& h) {
+          fn({e->name, e->type, e->histograms->label_names(), values, 0, &h});
+        });
+        break;
+    }
   }
+}
+
+std::string MetricsRegistry::Render() const {
+  RunCollectors();
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
   for (const auto& e : entries_) {

@@ -97,6 +97,20 @@ class MetricsRegistry {
   // The Prometheus text exposition of every family, in the order they were added.
   std::string Render() const;
 
+  // Runs the collectors (Render does, first).
+  void RunCollectors() const;
+  // Calls fn for every series of the families named (all when names is empty), in
+  // the order the families were added: a counter's or gauge's value, or a histogram.
+  struct SeriesRef {
+    const std::string& name;
+    MetricType type;
+    const std::vector<std::string>& label_names;
+    const std::vector<std::string>& values;
+    double value;               // counters and gauges
+    const Histogram* histogram;  // histograms
+  };
+  void ForEachSeries(const std::vector<std::string>& names, const std::function<void(const SeriesRef&)>& fn) const;
+
   // Escapes a label value for the text format (backslash, double quote, newline).
   static std::string EscapeLabelValue(const std::string& value);
 

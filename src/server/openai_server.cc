@@ -9,11 +9,36 @@
 #include "api/embeddings.h"
 #include "api/messages_front.h"
 #include "base/constant_time.h"
+#include "base/percent_decode.h"
 #include "gateway/cache/exact_cache.h"
 #include "gateway/cache/semantic_cache.h"
+#include "server/stats_report.h"
 
 namespace tachyon {
+
+extern const char kDashboardHtml[];  // dashboard.html, embedded by CMake (cmake/embed_file.cmake)
+
 namespace {
+
+// /dashboard's key: Authorization: Bearer, or ?key= (a browser opening the page sends no header).
+bool DashboardKeyMatches(const HttpRequest& request, const std::string& api_key) {
+  auto it = request.headers.find("authorization");
+  if (it != request.headers.end() && BearerMatches(it->second, api_key)) return true;
+  const size_t q = request.target.find('?');
+  if (q == std::string::npos) return false;
+  const std::string query = request.target.substr(q + 1);
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t end = query.find('&', start);
+    if (end == std::string::npos) end = query.size();
+    if (query.compare(start, 4, "key=") == 0) {
+      std::string key;
+      return PercentDecode(query.substr(start + 4, end - start - 4), &key) && ConstantTimeEquals(key, api_key);
+    }
+    start = end + 1;
+  }
+  return false;
+}
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -408,7 +433,10 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, 
       workers_(workers),
       rejected_(&metrics->AddCounter("tachyon:request_rejected_total",
                                      "Requests refused before reaching a route (bad JSON, wrong key...)", {"kind"})),
-      started_(UnixNow()) {}
+      started_(UnixNow()),
+      stats_window_(std::make_unique<MetricsWindow>(metrics, StatsFamilies(), kStatsIntervalSeconds, kStatsSamples)) {
+  stats_window_->Start();
+}
 
 std::shared_ptr<const OpenAiServerOptions> OpenAiServer::Options() const {
   std::lock_guard<std::mutex> lock(options_mutex_);
@@ -459,6 +487,22 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     HandleCacheAdmin(request, q == std::string::npos ? "" : request.target.substr(q + 1), *writer);
     return;
   }
+  if (path == "/dashboard") {  // the page holds no figure; with a client key, it asks for it too
+    if (request.method != "GET") {
+      SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "",
+                          ""});
+      return;
+    }
+    if (!options->api_key.empty() && !DashboardKeyMatches(request, options->api_key)) {
+      rejected_->With({"invalid_api_key"}).Add();
+      writer->Respond(401, "text/plain; charset=utf-8",
+                      "This server has a client key: open /dashboard?key=<the key> (or send Authorization: Bearer).\n");
+      return;
+    }
+    writer->Respond(200, "text/html; charset=utf-8", kDashboardHtml,
+                    {{"cache-control", "no-store"}, {"x-content-type-options", "nosniff"}});
+    return;
+  }
   const bool messages = path == "/v1/messages" || path == "/v1/messages/count_tokens";
   const bool open_metrics = options->public_metrics && path == "/metrics";
   if (!options->api_key.empty() && !open_metrics) {
@@ -483,6 +527,10 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   const bool embeddings = path == "/v1/embeddings";
   if (request.method == "GET" && path == "/metrics") {
     workers_->Post([this, writer] { writer->Respond(200, "text/plain; version=0.0.4", metrics_->Render()); });
+  } else if (request.method == "GET" && path == "/v1/stats") {
+    const size_t q = request.target.find('?');
+    const std::string query = q == std::string::npos ? "" : request.target.substr(q + 1);
+    workers_->Post([this, writer, query] { HandleStats(query, *writer); });
   } else if (request.method == "GET" && path == "/v1/models") {
     writer->Respond(200, "application/json", gateway_->Get()->Models(started_).dump());
   } else if (request.method == "POST" && (completions || chat)) {
@@ -516,7 +564,7 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
         HandleEmbeddings(std::move(request), std::move(writer), arrival);
       });
     }
-  } else if (completions || chat || embeddings || path == "/v1/models" || path == "/metrics") {
+  } else if (completions || chat || embeddings || path == "/v1/models" || path == "/metrics" || path == "/v1/stats") {
     SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""});
   } else {
     SendError(*writer, {404, "no route " + path, "not_found_error", "", ""});
@@ -631,6 +679,20 @@ void OpenAiServer::CaptureRejected(const HttpRequest& http, const std::string& e
                          {"error", error.code.empty() ? "invalid_request" : error.code},
                          {"e2e_ms", Millis(std::chrono::duration<double>(SteadyClock::now() - arrival).count())}};
   options->capture->Add({.line = std::move(line), .body = options->capture->options().bodies ? http.body : "", .output = ""});
+}
+
+void OpenAiServer::HandleStats(const std::string& query, ResponseWriter& writer) {
+  StatsQuery q;
+  std::string error;
+  if (!ParseStatsQuery(query, &q, &error)) {
+    SendError(writer, {400, "GET /v1/stats: " + error, "invalid_request_error", "", ""});
+    return;
+  }
+  nlohmann::json health;
+  gateway_->Get()->Health(&health);
+  const nlohmann::json report = StatsReport(*stats_window_, health, q, static_cast<double>(UnixNow() - started_));
+  writer.Respond(200, "application/json", report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                 {{"cache-control", "no-store"}});
 }
 
 void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {

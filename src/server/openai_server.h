@@ -7,6 +7,9 @@
 //   POST /v1/messages          Anthropic's Messages API, translated to a chat request and back
 //                              (api/messages_front.h); /v1/messages/count_tokens: an estimate
 //   POST /v1/embeddings        an embedding model of the gateway (EmbeddingBackend)
+//   GET  /v1/stats[?window=S&step=S]  figures of the last minutes per route, backend and engine
+//                              (server/stats_report.h), what /dashboard draws
+//   GET  /dashboard[?key=K]    a page that polls /v1/stats each second (embedded in the binary)
 //   GET  /v1/cache             the exact cache's entries and bytes, by route (admin key)
 //   DELETE /v1/cache[?route=R] purge the exact cache, or one route's entries (admin key)
 //
@@ -34,6 +37,7 @@
 #include "http/http_server.h"
 #include "obs/capture.h"
 #include "obs/metrics.h"
+#include "obs/metrics_window.h"
 #include "obs/otlp_exporter.h"
 #include "obs/trace.h"
 #include "server/origin_policy.h"
@@ -103,6 +107,7 @@ class OpenAiServer {
                 std::chrono::steady_clock::time_point arrival, const std::string& messages_model);
   void CaptureRejected(const HttpRequest& http, const std::string& endpoint, const std::string& request_id,
                        std::chrono::steady_clock::time_point arrival, const ApiError& error);
+  void HandleStats(const std::string& query, ResponseWriter& writer);
   void HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer);
   void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
                         std::chrono::steady_clock::time_point arrival);
@@ -116,6 +121,8 @@ class OpenAiServer {
   WorkerPool* workers_;
   CounterFamily* rejected_;  // {kind}: refused before reaching a route
   const int64_t started_;
+  // The metrics /v1/stats reads, sampled once a second by a thread of its own.
+  std::unique_ptr<MetricsWindow> stats_window_;
   std::atomic<int64_t> next_id_{1};
 };
 

@@ -298,7 +298,9 @@ TEST_F(GatewayE2eTest, ExactCacheAnswersRepeatsInBothShapes) {
     EXPECT_NE(r.find("x-tachyon-cache: miss"), std::string::npos) << r;
   }
   const std::string metrics = Curl(gateway.url() + "/metrics");
-  EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\",route=\"chat\"} 2"),
+            std::string::npos)
+      << metrics;
   EXPECT_NE(metrics.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
   // The admin routes: their own key; stats and purge from the CLI.
   EXPECT_NE(Curl("-i " + gateway.url() + "/v1/cache").find("401"), std::string::npos);
@@ -364,7 +366,7 @@ TEST_F(GatewayE2eTest, SemanticCacheAnswersRewordedQuestionsInScope) {
   EXPECT_NE(Post(url, ChatBody("What is the capital of France?", "You are helpful."), "-i").find("x-tachyon-backend: good"),
             std::string::npos);
   const std::string metrics = Curl(gateway_process->url() + "/metrics");
-  EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"semantic\",result=\"hit\"} 2"), std::string::npos)
+  EXPECT_NE(metrics.find("tachyon:cache_lookups_total{kind=\"semantic\",result=\"hit\",route=\"chat\"} 2"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("tachyon:cache_similarity_count{result=\"hit\"} 2"), std::string::npos);
   EXPECT_NE(metrics.find("tachyon:cache_entries{kind=\"semantic\"} 3"), std::string::npos);

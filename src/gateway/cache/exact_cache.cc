@@ -275,8 +275,8 @@ ExactCacheStage::ExactCacheStage(ExactCacheOptions options, std::shared_ptr<Exac
                                  MetricsRegistry* metrics)
     : options_(std::move(options)),
       store_(store ? std::move(store) : std::make_shared<ExactCache>(options_.max_entries, options_.max_bytes)),
-      lookups_(&metrics->AddCounter("tachyon:cache_lookups_total", "Cache lookups by cache kind and result",
-                                    {"kind", "result"})) {
+      lookups_(&metrics->AddCounter("tachyon:cache_lookups_total",
+                                    "Cache lookups by cache kind, result and route", {"kind", "result", "route"})) {
   lookup_seconds_ = &metrics->AddHistogram("tachyon:cache_lookup_seconds",
                                            "Time of a cache lookup (key, hash and store), hit or miss", {"kind"},
                                            {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
@@ -296,7 +296,7 @@ std::optional<StageAnswer> ExactCacheStage::Process(GatewayRequest& request) {
   if (route == options_.routes.end()) return std::nullopt;  // this route is not cached
   auto result = [&](const char* status) {
     request.cache_status = status;
-    lookups_->With({"exact", status}).Add();
+    lookups_->With({"exact", status, route_name}).Add();
   };
   const bool sampled = r.sampling.temperature > 0;
   // Logprobs are not stored: a hit would answer them with null.

@@ -138,7 +138,7 @@ class ExactCacheStage : public Stage {
  private:
   ExactCacheOptions options_;
   std::shared_ptr<ExactCache> store_;
-  CounterFamily* lookups_;  // {kind, result}
+  CounterFamily* lookups_;  // {kind, result, route}
   Histogram* lookup_seconds_;  // {kind="exact"}: key, hash and store lookup
   Gauge* entries_;
   Gauge* bytes_;

@@ -233,7 +233,7 @@ TEST(ExactCacheStageTest, MissStoreHitAndTheBypasses) {
   EXPECT_FALSE(stage.Process(logprobs));
   EXPECT_EQ(logprobs.cache_status, "bypass");
   const std::string text = metrics.Render();
-  EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"exact\",result=\"hit\",route=\"chat\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("tachyon:cache_entries{kind=\"exact\"} 1"), std::string::npos);
   // Lookups timed: the first miss, the stored-then-found hit, and the miss before the store.
   EXPECT_NE(text.find("tachyon:cache_lookup_seconds_count{kind=\"exact\"} 3"), std::string::npos) << text;

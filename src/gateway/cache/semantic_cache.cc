@@ -311,8 +311,8 @@ SemanticCacheStage::SemanticCacheStage(std::unordered_map<std::string, SemanticR
     : routes_(std::move(routes)),
       store_(std::move(store)),
       metrics_(metrics),
-      lookups_(&metrics->AddCounter("tachyon:cache_lookups_total", "Cache lookups by cache kind and result",
-                                    {"kind", "result"})),
+      lookups_(&metrics->AddCounter("tachyon:cache_lookups_total",
+                                    "Cache lookups by cache kind, result and route", {"kind", "result", "route"})),
       rejections_(&metrics->AddCounter("tachyon:cache_semantic_rejections_total",
                                        "Semantic candidates at or near the threshold turned away, by what turned "
                                        "them away (verifier, numbers, negation, entities)",
@@ -345,7 +345,7 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
   const SemanticRouteOptions& options = route->second;
   auto result = [&](const char* status) {
     if (request.cache_status.empty() || std::string_view(status) != "bypass") request.cache_status = status;
-    lookups_->With({"semantic", status}).Add();
+    lookups_->With({"semantic", status, route_name}).Add();
   };
   const bool sampled = r.sampling.temperature > 0;
   std::string question, scope_text;

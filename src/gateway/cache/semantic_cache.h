@@ -165,7 +165,7 @@ class SemanticCacheStage : public Stage {
   std::shared_ptr<SemanticCache> store_;
   MetricsRegistry* metrics_;
   int collector_ = -1;
-  CounterFamily* lookups_;        // {kind, result}
+  CounterFamily* lookups_;        // {kind, result, route}
   CounterFamily* rejections_;     // {reason}
   HistogramFamily* similarity_;   // {result}: hit, near_miss
   Histogram* lookup_seconds_;     // {kind="semantic"}: embedding and search

@@ -184,7 +184,7 @@ TEST(SemanticCacheStageTest, ParaphraseHitsWithinScopeOnly) {
   EXPECT_EQ(sampled.cache_status, "bypass");
 
   const std::string text = metrics.Render();
-  EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"semantic\",result=\"hit\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("tachyon:cache_lookups_total{kind=\"semantic\",result=\"hit\",route=\"chat\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("tachyon:cache_similarity_count{result=\"hit\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("tachyon:cache_entries{kind=\"semantic\"} 1"), std::string::npos) << text;
 }

@@ -252,6 +252,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
     out.telemetry->otlp_endpoint = flags.otlp_endpoint;
   }
   if (config == nullptr) return out;
+  out.server.keys = config->keys;
   const ServerConfig& s = config->server;
   HttpServerOptions& http = out.http;
   OpenAiServerOptions& server = out.server;
@@ -403,7 +404,7 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
   *settings = std::move(next);
   DescribeConfig(*reloaded);
   std::fprintf(stderr,
-               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [server] keys, origins, hosts, "
+               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [[key]]s, [server] keys, origins, hosts, "
                "access log, capture and telemetry (requests in flight finish on the old config)\n",
                flags.config.c_str());
   count("applied");
@@ -503,12 +504,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server and gateway (/v1/completions, /v1/chat/completions, /v1/embeddings, "
-               "/v1/models, /health, /metrics; /v1/cache with --admin-key): one local model from --model (with none, a built-in random-weight "
+               "/v1/models, /v1/stats, /dashboard, /health, /metrics; /v1/cache and /v1/keys with --admin-key): one local model from --model (with none, a built-in random-weight "
                "demo model) and an --embedding-model beside it, or the backends and routes of --config FILE.toml "
                "(local engines, embedding models and OpenAI-compatible upstreams)");
   cmd->add_option("--config", flags->config,
-                  "Gateway config (TOML: [[backend]], [[route]], [server]; see docs/gateway.md); SIGHUP reloads it "
-                  "(routes, backends, caches, [server] keys, origins and hosts; host, port, threads, limits and "
+                  "Gateway config (TOML: [[backend]], [[route]], [[key]], [server]; see docs/gateway.md); SIGHUP "
+                  "reloads it (routes, backends, caches, [[key]]s and their limits' state, [server] keys, origins and hosts; host, port, threads, limits and "
                   "timeouts take a restart). "
                   "The engine flags below (--served-model-name to --request-timeout but --max-body-bytes) are "
                   "--model's: a config sets them per [[backend]]");

@@ -330,6 +330,12 @@ void Gateway::Shutdown() {
   for (const auto& e : embeddings_) e.backend->Shutdown();
 }
 
+std::string Gateway::RouteName(const std::string& model) const {
+  ApiError error;
+  const Route* route = routes_.Resolve(model, &error);
+  return route == nullptr ? "" : route->name();
+}
+
 std::shared_ptr<EmbeddingBackend> Gateway::FindEmbedding(const std::string& model, std::string* names) const {
   if (model.empty() && embeddings_.size() == 1) return embeddings_[0].backend;
   names->clear();

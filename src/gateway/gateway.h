@@ -106,6 +106,9 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // returned function cancels the call (a client that went away).
   CancelFn Handle(GatewayRequest request, std::shared_ptr<GatewaySink> sink) const;
 
+  // The route a request's model names ("" : none; Handle answers it with a 404).
+  std::string RouteName(const std::string& model) const;
+
   // The embedding model a /v1/embeddings request names (its only one when the
   // name is empty and there is one), or null; *names lists them for an error.
   std::shared_ptr<EmbeddingBackend> FindEmbedding(const std::string& model, std::string* names) const;

@@ -619,6 +619,38 @@ Status ReadTelemetry(TableReader& t, EnvReader env, TelemetryConfig* out) {
   return t.NoOtherKeys();
 }
 
+// [[key]]: name, the secret by key_env or its hash by key_sha256, tenant, routes, limits.
+Status ReadKey(TableReader& t, EnvReader env, KeyConfig* out) {
+  RETURN_IF_ERROR(t.String("name", &out->name, true));
+  if (out->name.empty()) return t.Error(*t.Get("name"), "name", "must not be empty");
+  for (char c : out->name) {  // a label value and a log field: printable, no quotes
+    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f || c == '"' || c == '\\') {
+      return t.Error(*t.Get("name"), "name", "may hold no space, quote, backslash or control character");
+    }
+  }
+  std::string key_env, key_sha256;
+  RETURN_IF_ERROR(t.String("key_env", &key_env));
+  RETURN_IF_ERROR(t.String("key_sha256", &key_sha256));
+  if (key_env.empty() == key_sha256.empty()) {
+    return t.Error("needs one of key_env (the variable holding the key) or key_sha256 (the hex SHA-256 of the key)");
+  }
+  if (!key_env.empty()) {
+    std::optional<std::string> secret = env(key_env);
+    if (!secret || secret->empty()) return t.Error(*t.Get("key_env"), "key_env", "$" + key_env + " is not set");
+    out->sha256 = Sha256(*secret);
+  } else if (key_sha256.size() != 64 || !FromHex(key_sha256, &out->sha256)) {
+    return t.Error(*t.Get("key_sha256"), "key_sha256", "must be 64 hex digits (sha256sum of the key)");
+  }
+  out->tenant = out->name;
+  RETURN_IF_ERROR(t.String("tenant", &out->tenant));
+  RETURN_IF_ERROR(t.StringList("routes", &out->routes, false));
+  constexpr int64_t kMax = int64_t{1} << 40;
+  RETURN_IF_ERROR(t.Integer("requests_per_minute", &out->requests_per_minute, 0, kMax));
+  RETURN_IF_ERROR(t.Integer("tokens_per_minute", &out->tokens_per_minute, 0, kMax));
+  RETURN_IF_ERROR(t.Integer("max_tokens_per_day", &out->max_tokens_per_day, 0, kMax));
+  return t.NoOtherKeys();
+}
+
 }  // namespace
 
 std::optional<std::string> ReadEnv(const std::string& name) {
@@ -639,9 +671,9 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
   config.path = path;
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
-    if (k != "backend" && k != "route" && k != "server" && k != "cache" && k != "telemetry") {
+    if (k != "backend" && k != "route" && k != "server" && k != "cache" && k != "telemetry" && k != "key") {
       return InvalidArgumentError(path + ":" + std::to_string(node.source().begin.line) + ": unknown key '" + k +
-                                  "' (expected [[backend]], [[route]], [server], [cache] or [telemetry])");
+                                  "' (expected [[backend]], [[route]], [[key]], [server], [cache] or [telemetry])");
     }
   }
   auto tables = [&](const char* key, const std::function<Status(const toml::table&, size_t)>& fn) -> Status {
@@ -696,6 +728,27 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
       if (other.model == r.model) return reader.Error("a second route for the model '" + r.model + "'");
     }
     config.routes.push_back(std::move(r));
+    return Status::Ok();
+  }));
+  RETURN_IF_ERROR(tables("key", [&](const toml::table& t, size_t i) {
+    KeyConfig key;
+    TableReader reader(t, path, "key #" + std::to_string(i + 1));
+    RETURN_IF_ERROR(ReadKey(reader, env, &key));
+    for (const KeyConfig& other : config.keys) {
+      if (other.name == key.name) return reader.Error("a second key named '" + key.name + "'");
+      if (other.sha256 == key.sha256) return reader.Error("the same key as '" + other.name + "'");
+    }
+    // A glob may also name an embedding model (its served name is known once its file is read).
+    const bool embeddings = std::any_of(config.backends.begin(), config.backends.end(),
+                                        [](const BackendConfig& b) { return b.kind == "embedding"; });
+    for (const std::string& glob : key.routes) {
+      const bool any = std::any_of(config.routes.begin(), config.routes.end(),
+                                   [&](const RouteConfig& r) { return GlobMatch(glob, r.model); });
+      if (!any && !embeddings) {
+        return reader.Error(*reader.Get("routes"), "routes", "'" + glob + "' matches no [[route]]");
+      }
+    }
+    config.keys.push_back(std::move(key));
     return Status::Ok();
   }));
   if (const toml::node* n = root.get("server")) {

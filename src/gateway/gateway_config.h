@@ -17,6 +17,7 @@
 #include "backend/local_backend.h"
 #include "backend/remote_backend.h"
 #include "base/status.h"
+#include "gateway/keys/keyring.h"
 #include "gateway/route/circuit_breaker.h"
 #include "gateway/trim/prompt_trimmer.h"
 #include "gateway/route/route_policy.h"
@@ -155,6 +156,8 @@ struct GatewayConfig {
   ServerConfig server;
   CacheConfig cache;
   std::optional<TelemetryConfig> telemetry;
+  // [[key]]: the clients' keys, each with its tenant, routes and limits (gateway/keys/keyring.h).
+  std::vector<KeyConfig> keys;
 };
 
 // `getenv` reads the environment variables that api_key_env names (a test passes its own).

@@ -11,6 +11,8 @@ std::optional<std::string> FakeEnv(const std::string& name) {
   if (name == "ANTHROPIC_API_KEY") return std::string("sk-ant");
   if (name == "OTLP_HEADERS") return std::string("api-key=k1, x-team = a");
   if (name == "BROKEN_OTLP_HEADERS") return std::string("no-equals-sign");
+  if (name == "TEAM_A_KEY") return std::string("sk-team-a");
+  if (name == "TEAM_B_KEY") return std::string("sk-team-b");
   return std::nullopt;
 }
 
@@ -463,8 +465,8 @@ TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_NE(ErrorOf("[[backend]\nname = 1").find("t.toml:1:"), std::string::npos) << "TOML syntax";
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n").find("no [[route]]"),
             std::string::npos);
-  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [server], [cache] or "
-                                    "[telemetry])");
+  EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [[key]], [server], "
+                                    "[cache] or [telemetry])");
   EXPECT_NE(ErrorOf("[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x'\n[[backend]]\nname='a'\nkind='openai'\n"
                     "base_url='http://y'\n").find("a second backend named 'a'"),
             std::string::npos);
@@ -498,6 +500,43 @@ TEST(GatewayConfigTest, TelemetryTable) {
             std::string::npos);
 }
 
+TEST(GatewayConfigTest, KeyTables) {
+  const std::string base = "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x/v1'\n"
+                           "[[route]]\nmodel='chat'\nbackends=['a']\n[[route]]\nmodel='embed-small'\nbackends=['a']\n";
+  StatusOr<GatewayConfig> c =
+      Parse(base + "[[key]]\nname='team-a'\nkey_env='TEAM_A_KEY'\ntenant='a'\nroutes=['chat','embed*']\n"
+                   "requests_per_minute=600\ntokens_per_minute=200000\n"
+                   "[[key]]\nname='team-b'\nkey_sha256='" + HexOf(Sha256("sk-team-b")) + "'\nmax_tokens_per_day=5\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->keys.size(), 2u);
+  EXPECT_EQ(c->keys[0].sha256, Sha256("sk-team-a"));
+  EXPECT_EQ(c->keys[0].tenant, "a");
+  EXPECT_EQ(c->keys[0].routes, (std::vector<std::string>{"chat", "embed*"}));
+  EXPECT_EQ(c->keys[0].requests_per_minute, 600);
+  EXPECT_EQ(c->keys[0].tokens_per_minute, 200000);
+  EXPECT_EQ(c->keys[1].sha256, Sha256("sk-team-b"));
+  EXPECT_EQ(c->keys[1].tenant, "team-b") << "the tenant defaults to the name";
+  EXPECT_EQ(c->keys[1].max_tokens_per_day, 5);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\n").find("needs one of key_env"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='UNSET_KEY'\n").find("$UNSET_KEY is not set"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_sha256='abc'\n").find("64 hex digits"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='TEAM_A_KEY'\n[[key]]\nname='x'\nkey_env='TEAM_B_KEY'\n")
+                .find("a second key named 'x'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='TEAM_A_KEY'\n[[key]]\nname='y'\nkey_env='TEAM_A_KEY'\n")
+                .find("the same key as 'x'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='TEAM_A_KEY'\nroutes=['nope*']\n").find("matches no [[route]]"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x y'\nkey_env='TEAM_A_KEY'\n").find("'name'"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='TEAM_A_KEY'\nrequests_per_minute=-1\n")
+                .find("'requests_per_minute'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='TEAM_A_KEY'\nrpm=1\n").find("unknown key"),
+            std::string::npos);
+}
+
 TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {
   const std::string base = "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x/v1'\n"
                            "[[route]]\nmodel='m'\nbackends=['a']\n";
@@ -527,6 +566,9 @@ TEST(GatewayConfigTest, TheDocumentedExampleIsValid) {
   EXPECT_TRUE(c->routes[0].exact_cache);
   ASSERT_TRUE(c->routes[0].semantic_cache);
   EXPECT_EQ(c->routes[0].semantic_cache->embedder, "hash");
+  ASSERT_EQ(c->keys.size(), 2u);
+  EXPECT_EQ(c->keys[0].sha256, Sha256("sk-team-a"));
+  EXPECT_EQ(c->keys[1].sha256, Sha256("abc"));
 }
 
 }  // namespace

@@ -20,12 +20,24 @@ extern const char kDashboardHtml[];  // dashboard.html, embedded by CMake (cmake
 
 namespace {
 
-// /dashboard's key: Authorization: Bearer, or ?key= (a browser opening the page sends no header).
-bool DashboardKeyMatches(const HttpRequest& request, const std::string& api_key) {
+// The secret of "Authorization: Bearer SECRET" (scheme case-insensitive, one or more spaces); "" when absent.
+std::string BearerSecret(const HttpRequest& request) {
   auto it = request.headers.find("authorization");
-  if (it != request.headers.end() && BearerMatches(it->second, api_key)) return true;
+  if (it == request.headers.end()) return "";
+  const std::string& h = it->second;
+  if (h.size() <= 7 || h[6] != ' ') return "";
+  for (size_t i = 0; i < 6; ++i) {
+    if (std::tolower(static_cast<unsigned char>(h[i])) != "bearer"[i]) return "";
+  }
+  const size_t start = h.find_first_not_of(' ', 6);
+  return start == std::string::npos ? "" : h.substr(start);
+}
+
+// /dashboard's key: Authorization: Bearer, or ?key= (a browser opening the page sends no header).
+std::string DashboardSecret(const HttpRequest& request) {
+  if (std::string bearer = BearerSecret(request); !bearer.empty()) return bearer;
   const size_t q = request.target.find('?');
-  if (q == std::string::npos) return false;
+  if (q == std::string::npos) return "";
   const std::string query = request.target.substr(q + 1);
   size_t start = 0;
   while (start <= query.size()) {
@@ -33,11 +45,11 @@ bool DashboardKeyMatches(const HttpRequest& request, const std::string& api_key)
     if (end == std::string::npos) end = query.size();
     if (query.compare(start, 4, "key=") == 0) {
       std::string key;
-      return PercentDecode(query.substr(start + 4, end - start - 4), &key) && ConstantTimeEquals(key, api_key);
+      return PercentDecode(query.substr(start + 4, end - start - 4), &key) ? key : "";
     }
     start = end + 1;
   }
-  return false;
+  return "";
 }
 
 using SteadyClock = std::chrono::steady_clock;
@@ -51,6 +63,39 @@ int64_t UnixNow() {
 
 void SendError(ResponseWriter& writer, const ApiError& error, HttpHeaders headers = {}) {
   writer.Respond(error.http_status, "application/json", ErrorBody(error), std::move(headers));
+}
+
+double UnixSecondsNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A request's key once admitted: what the answer's end settles.
+struct KeyUse {
+  std::shared_ptr<const Keyring::Key> key;  // null: the server has no keys
+  int64_t charged = 0;                      // the prompt-token estimate charged at admission
+  HttpHeaders headers;                      // x-ratelimit-*, on every answer
+};
+
+// The key's checks before a call on `route` ("" : the model names no route; the
+// gateway answers 404 and nothing is charged): may it use the route (403
+// model_not_allowed), are its limits met (429 rate_limit_exceeded)? Returns the
+// error to send, or nothing with *use filled.
+std::optional<ApiError> AdmitKey(std::shared_ptr<const Keyring::Key> key, const std::string& route,
+                                 const std::string& model, size_t body_bytes, KeyUse* use) {
+  if (route.empty()) return std::nullopt;
+  if (!Keyring::MayUse(*key, route)) {
+    Keyring::Count(*key, 403);
+    return ApiError{403, "the key '" + key->config.name + "' may not use the model '" + model + "'",
+                    "permission_error", "model", "model_not_allowed"};
+  }
+  Keyring::Admission a = Keyring::Admit(*key, LowTokenEstimate(body_bytes), UnixSecondsNow());
+  use->headers = std::move(a.headers);
+  if (!a.admitted) {
+    return ApiError{429, a.message, a.limit == "requests" ? "requests" : "tokens", "", "rate_limit_exceeded"};
+  }
+  use->key = std::move(key);
+  use->charged = a.charged_tokens;
+  return std::nullopt;
 }
 
 // Adds the CORS headers of an allowed origin to whatever answer goes out.
@@ -153,7 +198,7 @@ class HttpSink : public GatewaySink {
  public:
   HttpSink(std::shared_ptr<ResponseWriter> writer, std::shared_ptr<const CompletionRequest> request,
            std::string request_id, std::string id, bool access_log, std::string messages_model, CaptureStart capture,
-           TraceStart trace)
+           TraceStart trace, KeyUse key)
       : writer_(std::move(writer)),
         request_(std::move(request)),
         request_id_(std::move(request_id)),
@@ -161,13 +206,15 @@ class HttpSink : public GatewaySink {
         access_log_(access_log),
         messages_model_(std::move(messages_model)),
         capture_(std::move(capture)),
-        trace_(std::move(trace)) {
+        trace_(std::move(trace)),
+        key_(std::move(key)) {
     if (!messages_model_.empty()) messages_ = std::make_unique<MessagesEventWriter>(id_, messages_model_);
   }
 
   // A call cancelled (its client went away) never reaches OnDone: its server span ends here.
   ~HttpSink() override {
     if (trace_.trace && !span_done_) EndServerSpan(nullptr, nullptr, 499);
+    if (key_.key && !key_done_) Keyring::Finish(*key_.key, key_.charged, 0, 0, 499, UnixSecondsNow());
   }
 
   void OnChunk(const BackendChunk& chunk, const CallInfo& info) override {
@@ -194,6 +241,11 @@ class HttpSink : public GatewaySink {
   void OnDone(const BackendResult& result, const CallInfo& info) override {
     const int status = messages_ ? FinishMessages(result, info) : Finish(result, info);
     if (trace_.trace) EndServerSpan(&result, &info, status);
+    if (key_.key) {
+      key_done_ = true;
+      Keyring::Finish(*key_.key, key_.charged, result.has_usage ? result.usage.prompt_tokens : 0,
+                      result.has_usage ? result.usage.completion_tokens : 0, status, UnixSecondsNow());
+    }
     if (!access_log_ && !capture_.writer) return;
     nlohmann::json line = LogLine(result, info, status);
     if (access_log_) std::fprintf(stderr, "%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -202,7 +254,7 @@ class HttpSink : public GatewaySink {
     line["ts"] = UnixSecondsAt(capture_.arrival);
     line["endpoint"] = capture_.endpoint;
     line["model"] = request_->model;
-    line["tenant"] = "";
+    line["tenant"] = key_.key ? key_.key->config.tenant : "";
     line["backend_kind"] = info.backend_kind;
     if (!line.contains("cache")) line["cache"] = "off";
     // The whole answer is the first token the client sees; the first token the backend made is first_token_ms.
@@ -341,6 +393,7 @@ class HttpSink : public GatewaySink {
 
   HttpHeaders Headers(const CallInfo& info) const {
     HttpHeaders h = {{"x-request-id", request_id_}};
+    h.insert(h.end(), key_.headers.begin(), key_.headers.end());
     if (std::string timing = ServerTiming(info); !timing.empty()) h.emplace_back("server-timing", std::move(timing));
     if (trace_.trace) {
       h.emplace_back("traceparent", trace_.trace->Traceparent(trace_.trace->root()));
@@ -406,6 +459,7 @@ class HttpSink : public GatewaySink {
     if (result.num_cached_tokens >= 0) line["cached_tokens"] = result.num_cached_tokens;
     if (!result.finish_reason.empty()) line["finish_reason"] = result.finish_reason;
     if (trace_.trace) line["trace_id"] = trace_.trace->trace_id().Hex();
+    if (key_.key) line["key"] = key_.key->config.name;
     if (result.kind != BackendResult::Kind::kOk) line["error"] = result.error_kind.empty() ? "error" : result.error_kind;
     return line;
   }
@@ -421,21 +475,40 @@ class HttpSink : public GatewaySink {
   std::string output_;    // captured (or traced with content) requests: the answer's text so far (bounded)
   bool started_ = false;  // backend threads only, one at a time
   bool span_done_ = false;
+  KeyUse key_;
+  bool key_done_ = false;
 };
 
 }  // namespace
 
 OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, MetricsRegistry* metrics,
                            WorkerPool* workers)
-    : options_(std::make_shared<const OpenAiServerOptions>(std::move(options))),
-      gateway_(gateway),
+    : gateway_(gateway),
       metrics_(metrics),
       workers_(workers),
       rejected_(&metrics->AddCounter("tachyon:request_rejected_total",
                                      "Requests refused before reaching a route (bad JSON, wrong key...)", {"kind"})),
       started_(UnixNow()),
       stats_window_(std::make_unique<MetricsWindow>(metrics, StatsFamilies(), kStatsIntervalSeconds, kStatsSamples)) {
+  options_ = WithKeyring(std::move(options), nullptr);
   stats_window_->Start();
+}
+
+std::shared_ptr<const OpenAiServerOptions> OpenAiServer::WithKeyring(OpenAiServerOptions options,
+                                                                     const OpenAiServerOptions* previous) {
+  std::vector<KeyConfig> keys = options.keys;
+  if (!options.api_key.empty()) {  // the one --api-key: a key like the others, of the unscoped tenant
+    const bool taken = std::any_of(keys.begin(), keys.end(), [](const KeyConfig& k) { return k.name == "default"; });
+    keys.push_back({.name = taken ? "api-key" : "default", .sha256 = Sha256(options.api_key), .tenant = ""});
+  }
+  if (!keys.empty()) {
+    auto ring = std::make_shared<Keyring>(std::move(keys), metrics_);
+    if (previous != nullptr && previous->keyring) ring->Inherit(*previous->keyring);
+    options.keyring = std::move(ring);
+  } else {
+    options.keyring = nullptr;
+  }
+  return std::make_shared<const OpenAiServerOptions>(std::move(options));
 }
 
 std::shared_ptr<const OpenAiServerOptions> OpenAiServer::Options() const {
@@ -444,7 +517,9 @@ std::shared_ptr<const OpenAiServerOptions> OpenAiServer::Options() const {
 }
 
 void OpenAiServer::SetOptions(OpenAiServerOptions options) {
-  auto next = std::make_shared<const OpenAiServerOptions>(std::move(options));
+  // One reload at a time (SIGHUP's thread): the keyring inherits from the options it replaces.
+  const std::shared_ptr<const OpenAiServerOptions> previous = Options();
+  auto next = WithKeyring(std::move(options), previous.get());
   std::lock_guard<std::mutex> lock(options_mutex_);
   options_ = std::move(next);
 }
@@ -461,7 +536,7 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   const std::string path = request.target.substr(0, request.target.find('?'));
   const std::shared_ptr<const OpenAiServerOptions> options = Options();
   OriginPolicyOptions origins = options->origins;
-  origins.has_api_key = !options->api_key.empty();
+  origins.has_api_key = options->keyring != nullptr;
   const OriginVerdict verdict = CheckOrigin(origins, request);
   if (verdict.kind == OriginVerdict::Kind::kRefuse) {
     rejected_->With({verdict.code}).Add();
@@ -487,13 +562,17 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     HandleCacheAdmin(request, q == std::string::npos ? "" : request.target.substr(q + 1), *writer);
     return;
   }
+  if (path == "/v1/keys") {
+    HandleKeysAdmin(request, *writer);
+    return;
+  }
   if (path == "/dashboard") {  // the page holds no figure; with a client key, it asks for it too
     if (request.method != "GET") {
       SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "",
                           ""});
       return;
     }
-    if (!options->api_key.empty() && !DashboardKeyMatches(request, options->api_key)) {
+    if (options->keyring && !options->keyring->Find(DashboardSecret(request))) {
       rejected_->With({"invalid_api_key"}).Add();
       writer->Respond(401, "text/plain; charset=utf-8",
                       "This server has a client key: open /dashboard?key=<the key> (or send Authorization: Bearer).\n");
@@ -505,15 +584,18 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   }
   const bool messages = path == "/v1/messages" || path == "/v1/messages/count_tokens";
   const bool open_metrics = options->public_metrics && path == "/metrics";
-  if (!options->api_key.empty() && !open_metrics) {
-    auto it = request.headers.find("authorization");
-    bool allowed = it != request.headers.end() && BearerMatches(it->second, options->api_key);
+  KeyRef caller;  // the client's key (null: the server has none)
+  if (options->keyring && !open_metrics) {
+    caller = options->keyring->Find(BearerSecret(request));
+    bool allowed = caller != nullptr;
     if (!allowed && path == "/metrics" && !options->metrics_key.empty()) {  // a scraper's own key
+      auto it = request.headers.find("authorization");
       allowed = it != request.headers.end() && BearerMatches(it->second, options->metrics_key);
     }
     if (messages && !allowed) {  // Anthropic's clients send x-api-key (current ones Authorization too)
       auto key = request.headers.find("x-api-key");
-      allowed = key != request.headers.end() && ConstantTimeEquals(key->second, options->api_key);
+      if (key != request.headers.end()) caller = options->keyring->Find(key->second);
+      allowed = caller != nullptr;
     }
     if (!allowed) {
       rejected_->With({"invalid_api_key"}).Add();
@@ -538,19 +620,19 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     if (request.body.size() <= kInlineParseBytes) {
       // Parsed here: a hop to a worker would cost more than the parse (the gateway
       // offloads what is costly: chat templates and tokenization).
-      HandleCompletion(std::move(request), std::move(writer), endpoint, arrival);
+      HandleCompletion(std::move(request), std::move(writer), endpoint, arrival, std::move(caller));
     } else {
-      workers_->Post([this, request = std::move(request), writer, endpoint, arrival]() mutable {
-        HandleCompletion(std::move(request), std::move(writer), endpoint, arrival);
+      workers_->Post([this, request = std::move(request), writer, endpoint, arrival, caller]() mutable {
+        HandleCompletion(std::move(request), std::move(writer), endpoint, arrival, std::move(caller));
       });
     }
   } else if (request.method == "POST" && messages) {
     const bool count = path == "/v1/messages/count_tokens";
     if (request.body.size() <= kInlineParseBytes) {
-      HandleMessages(std::move(request), std::move(writer), count, arrival);
+      HandleMessages(std::move(request), std::move(writer), count, arrival, std::move(caller));
     } else {
-      workers_->Post([this, request = std::move(request), writer, count, arrival]() mutable {
-        HandleMessages(std::move(request), std::move(writer), count, arrival);
+      workers_->Post([this, request = std::move(request), writer, count, arrival, caller]() mutable {
+        HandleMessages(std::move(request), std::move(writer), count, arrival, std::move(caller));
       });
     }
   } else if (messages) {
@@ -558,10 +640,10 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     writer->Respond(405, "application/json", MessagesErrorBody(e));
   } else if (request.method == "POST" && embeddings) {
     if (request.body.size() <= kInlineParseBytes) {
-      HandleEmbeddings(std::move(request), std::move(writer), arrival);
+      HandleEmbeddings(std::move(request), std::move(writer), arrival, std::move(caller));
     } else {
-      workers_->Post([this, request = std::move(request), writer, arrival]() mutable {
-        HandleEmbeddings(std::move(request), std::move(writer), arrival);
+      workers_->Post([this, request = std::move(request), writer, arrival, caller]() mutable {
+        HandleEmbeddings(std::move(request), std::move(writer), arrival, std::move(caller));
       });
     }
   } else if (completions || chat || embeddings || path == "/v1/models" || path == "/metrics" || path == "/v1/stats") {
@@ -572,7 +654,7 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
 }
 
 void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
-                                    SteadyClock::time_point arrival) {
+                                    SteadyClock::time_point arrival, KeyRef key) {
   if (writer->closed()) return;  // gone while queued
   const std::string request_id = RequestId(http);
   auto parsed = ParseCompletionRequest(http.body, endpoint);
@@ -584,13 +666,13 @@ void OpenAiServer::HandleCompletion(HttpRequest http, std::shared_ptr<ResponseWr
     return;
   }
   auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
-  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, "");
+  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, "", std::move(key));
 }
 
 // /v1/messages: the Anthropic request as the chat request the gateway reads, and
 // an answer framed back in Anthropic's shape.
 void OpenAiServer::HandleMessages(HttpRequest http, std::shared_ptr<ResponseWriter> writer, bool count_tokens,
-                                  SteadyClock::time_point arrival) {
+                                  SteadyClock::time_point arrival, KeyRef key) {
   if (writer->closed()) return;
   const std::string request_id = RequestId(http);
   auto refuse = [&](const ApiError& e) {
@@ -612,19 +694,32 @@ void OpenAiServer::HandleMessages(HttpRequest http, std::shared_ptr<ResponseWrit
                                        Endpoint::kChatCompletions);
   if (auto* error = std::get_if<ApiError>(&parsed)) return refuse(*error);
   auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
-  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, body["model"].get<std::string>());
+  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, body["model"].get<std::string>(),
+           std::move(key));
 }
 
 void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
                             std::shared_ptr<CompletionRequest> request, const std::string& request_id,
-                            SteadyClock::time_point arrival, const std::string& messages_model) {
+                            SteadyClock::time_point arrival, const std::string& messages_model, KeyRef key) {
   const Endpoint endpoint = request->endpoint;
+  const std::shared_ptr<Gateway> gateway = gateway_->Get();
+  KeyUse key_use;
+  if (key) {
+    if (std::optional<ApiError> e = AdmitKey(std::move(key), gateway->RouteName(request->model), request->model,
+                                             http.body.size(), &key_use)) {
+      HttpHeaders headers = {{"x-request-id", request_id}};
+      headers.insert(headers.end(), key_use.headers.begin(), key_use.headers.end());
+      writer->Respond(e->http_status, "application/json",
+                      messages_model.empty() ? ErrorBody(*e) : MessagesErrorBody(*e), std::move(headers));
+      return;
+    }
+  }
   const int64_t n = next_id_.fetch_add(1);
   GatewayRequest g{.request = request,
                    .id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(n),
                    .created = UnixNow(),
                    .request_id = request_id,
-                   .tenant = "",  // one API key (or none) is one tenant; per-key tenants come with several keys
+                   .tenant = key_use.key ? key_use.key->config.tenant : "",  // the key's: caches are scoped by it
                    .arrival = arrival};
   if (auto it = http.headers.find("cache-control"); it != http.headers.end()) {
     for (char c : it->second) g.cache_control += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -658,8 +753,8 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
     g.trace = trace.trace;
   }
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model,
-                                         std::move(capture), std::move(trace));
-  CancelFn cancel = gateway_->Get()->Handle(std::move(g), std::move(sink));
+                                         std::move(capture), std::move(trace), std::move(key_use));
+  CancelFn cancel = gateway->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
 }
 
@@ -695,20 +790,40 @@ void OpenAiServer::HandleStats(const std::string& query, ResponseWriter& writer)
                  {{"cache-control", "no-store"}});
 }
 
-void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {
-  const std::shared_ptr<const OpenAiServerOptions> options = Options();
-  if (options->admin_key.empty()) {
-    SendError(writer, {403, "the cache admin routes need an admin key (--admin-key or [server] admin_key_env)",
+bool OpenAiServer::AdminAllowed(const HttpRequest& request, const OpenAiServerOptions& options,
+                                ResponseWriter& writer) {
+  if (options.admin_key.empty()) {
+    SendError(writer, {403, "the admin routes (/v1/cache, /v1/keys) need an admin key (--admin-key or [server] "
+                            "admin_key_env)",
                        "permission_error", "", "no_admin_key"});
-    return;
+    return false;
   }
   auto it = request.headers.find("authorization");
-  if (it == request.headers.end() || !BearerMatches(it->second, options->admin_key)) {
+  if (it == request.headers.end() || !BearerMatches(it->second, options.admin_key)) {
     rejected_->With({"invalid_admin_key"}).Add();
     SendError(writer, {401, "missing or wrong admin key (Authorization: Bearer ...)", "authentication_error", "",
                        "invalid_api_key"});
+    return false;
+  }
+  return true;
+}
+
+void OpenAiServer::HandleKeysAdmin(const HttpRequest& request, ResponseWriter& writer) {
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  if (!AdminAllowed(request, *options, writer)) return;
+  if (request.method != "GET") {
+    SendError(writer, {405, "method " + request.method + " is not allowed on /v1/keys", "invalid_request_error", "",
+                       ""});
     return;
   }
+  nlohmann::json keys = options->keyring ? options->keyring->Describe(UnixSecondsNow()) : nlohmann::json::array();
+  writer.Respond(200, "application/json", nlohmann::json{{"object", "list"}, {"data", keys}}.dump(),
+                 {{"cache-control", "no-store"}});
+}
+
+void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {
+  const std::shared_ptr<const OpenAiServerOptions> options = Options();
+  if (!AdminAllowed(request, *options, writer)) return;
   // ?route=NAME&tenant=NAME, percent-decoded.
   auto decode = [](const std::string& v) {
     std::string out;
@@ -755,7 +870,7 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
 }
 
 void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWriter> writer,
-                                    SteadyClock::time_point arrival) {
+                                    SteadyClock::time_point arrival, KeyRef key) {
   if (writer->closed()) return;
   const std::string request_id = RequestId(http);
   auto parsed = ParseEmbeddingRequest(http.body);
@@ -786,6 +901,16 @@ void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWr
     SendError(*writer, *error, {{"x-request-id", request_id}});
     return;
   }
+  KeyUse key_use;  // an embedding model is a route for a key's `routes`
+  if (key) {
+    if (std::optional<ApiError> e = AdmitKey(std::move(key), backend->model_name(), backend->model_name(),
+                                             http.body.size(), &key_use)) {
+      HttpHeaders headers = {{"x-request-id", request_id}};
+      headers.insert(headers.end(), key_use.headers.begin(), key_use.headers.end());
+      SendError(*writer, *e, std::move(headers));
+      return;
+    }
+  }
   const std::shared_ptr<const OpenAiServerOptions> options = Options();
   const bool access_log = options->access_log;
   std::shared_ptr<CaptureWriter> capture = options->capture && options->capture->Sample() ? options->capture : nullptr;
@@ -794,9 +919,13 @@ void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWr
   // The gateway stays alive until the answer is written (a reload may replace it meanwhile).
   CancelFn cancel = backend->Handle(
       std::move(request), [writer, gateway, request_id, model, backend_name, access_log, arrival, capture,
-                           body = std::move(body)](EmbeddingAnswer a) mutable {
-        writer->Respond(a.http_status, "application/json", std::move(a.body),
-                        {{"x-request-id", request_id}, {"x-tachyon-route", model}, {"x-tachyon-backend", backend_name}});
+                           body = std::move(body), key_use = std::move(key_use)](EmbeddingAnswer a) mutable {
+        HttpHeaders headers = {{"x-request-id", request_id}, {"x-tachyon-route", model}, {"x-tachyon-backend", backend_name}};
+        headers.insert(headers.end(), key_use.headers.begin(), key_use.headers.end());
+        writer->Respond(a.http_status, "application/json", std::move(a.body), std::move(headers));
+        if (key_use.key) {
+          Keyring::Finish(*key_use.key, key_use.charged, a.prompt_tokens, 0, a.http_status, UnixSecondsNow());
+        }
         if (!access_log && !capture) return;
         nlohmann::json line = {{"request_id", request_id},
                                {"endpoint", "embeddings"},
@@ -812,7 +941,7 @@ void OpenAiServer::HandleEmbeddings(HttpRequest http, std::shared_ptr<ResponseWr
         if (capture) {
           line["endpoint"] = "/v1/embeddings";
           line["ts"] = UnixSecondsAt(arrival);
-          line["tenant"] = "";
+          line["tenant"] = key_use.key ? key_use.key->config.tenant : "";
           line["stream"] = false;
           capture->Add({.line = std::move(line), .body = std::move(body), .output = ""});
         }

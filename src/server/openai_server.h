@@ -10,6 +10,7 @@
 //   GET  /v1/stats[?window=S&step=S]  figures of the last minutes per route, backend and engine
 //                              (server/stats_report.h), what /dashboard draws
 //   GET  /dashboard[?key=K]    a page that polls /v1/stats each second (embedded in the binary)
+//   GET  /v1/keys              the clients' keys: tenants, routes, limits, usage (admin key)
 //   GET  /v1/cache             the exact cache's entries and bytes, by route (admin key)
 //   DELETE /v1/cache[?route=R] purge the exact cache, or one route's entries (admin key)
 //
@@ -34,6 +35,7 @@
 
 #include "base/worker_pool.h"
 #include "gateway/gateway.h"
+#include "gateway/keys/keyring.h"
 #include "http/http_server.h"
 #include "obs/capture.h"
 #include "obs/metrics.h"
@@ -62,7 +64,11 @@ class GatewayHolder {
 };
 
 struct OpenAiServerOptions {
-  std::string api_key;  // Bearer token; empty: no authentication
+  std::string api_key;  // Bearer token; empty: no authentication (a key named "default", tenant "")
+  // [[key]]: clients' keys with tenants, routes and limits. With any key (or
+  // api_key), every request needs one. The server builds `keyring` from both.
+  std::vector<KeyConfig> keys;
+  std::shared_ptr<const Keyring> keyring;  // set by the server; a reload keeps the limits' state
   OriginPolicyOptions origins;  // Host and Origin checks, CORS (has_api_key is set from api_key)
   std::string admin_key;  // Bearer token of the admin routes (/v1/cache); empty: they are refused
   // A Bearer token that may read GET /metrics (and nothing else) besides the
@@ -97,20 +103,28 @@ class OpenAiServer {
   void SetOptions(OpenAiServerOptions options);
 
  private:
+  using KeyRef = std::shared_ptr<const Keyring::Key>;  // the caller's key; null: the server has none
   void HandleCompletion(HttpRequest request, std::shared_ptr<ResponseWriter> writer, Endpoint endpoint,
-                        std::chrono::steady_clock::time_point arrival);
+                        std::chrono::steady_clock::time_point arrival, KeyRef key);
   void HandleMessages(HttpRequest request, std::shared_ptr<ResponseWriter> writer, bool count_tokens,
-                      std::chrono::steady_clock::time_point arrival);
+                      std::chrono::steady_clock::time_point arrival, KeyRef key);
   // The gateway call of a parsed request; messages_model: set for /v1/messages (Anthropic framing).
   void Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
                 std::shared_ptr<CompletionRequest> request, const std::string& request_id,
-                std::chrono::steady_clock::time_point arrival, const std::string& messages_model);
+                std::chrono::steady_clock::time_point arrival, const std::string& messages_model, KeyRef key);
   void CaptureRejected(const HttpRequest& http, const std::string& endpoint, const std::string& request_id,
                        std::chrono::steady_clock::time_point arrival, const ApiError& error);
   void HandleStats(const std::string& query, ResponseWriter& writer);
   void HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer);
   void HandleEmbeddings(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
-                        std::chrono::steady_clock::time_point arrival);
+                        std::chrono::steady_clock::time_point arrival, KeyRef key);
+  // The admin key checked: false when refused (403 without one configured, 401 when wrong), answered.
+  bool AdminAllowed(const HttpRequest& request, const OpenAiServerOptions& options, ResponseWriter& writer);
+  // GET /v1/keys (admin key).
+  void HandleKeysAdmin(const HttpRequest& request, ResponseWriter& writer);
+  // The options with their keyring built (the previous one's limits carried over).
+  std::shared_ptr<const OpenAiServerOptions> WithKeyring(OpenAiServerOptions options,
+                                                         const OpenAiServerOptions* previous);
   std::string RequestId(const HttpRequest& request);
   std::shared_ptr<const OpenAiServerOptions> Options() const;
 

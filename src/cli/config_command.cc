@@ -74,7 +74,13 @@ int RunCheck(const ConfigFlags& flags) {
   }
   if (std::any_of(config.routes.begin(), config.routes.end(),
                   [](const RouteConfig& r) { return r.exact_cache || r.semantic_cache; })) {
-    std::printf("  cache store: %s\n", config.cache.store.c_str());
+    std::printf("  cache store: %s\n", RedactRedisUrl(config.cache.store).c_str());
+  }
+  if (!config.keys.empty()) {
+    const std::optional<SharedLimitsOptions> shared = SharedLimitsOf(config);
+    std::printf("  keys: %zu, limits held %s\n", config.keys.size(),
+                shared ? ("in " + RedactRedisUrl(shared->url) + " (shared by the replicas)").c_str()
+                       : "per process");
   }
   for (const std::string& p : problems) std::fprintf(stderr, "tachyon config check: %s\n", p.c_str());
   return problems.empty() ? 0 : 1;

@@ -21,6 +21,7 @@
 #include "gateway/discovery.h"
 #include "gateway/gateway.h"
 #include "gateway/gateway_config.h"
+#include "gateway/keys/shared_limits.h"
 #include "http/http_server.h"
 #include "model/model_gen.h"
 #include "obs/otlp_exporter.h"
@@ -214,6 +215,7 @@ struct ServerSettings {
   int workers = 2;
   std::optional<CaptureOptions> capture;
   std::optional<TelemetryConfig> telemetry;  // opened into server.tracer / server.exporter by OpenTelemetry
+  std::optional<SharedLimitsOptions> limits;  // opened into server.shared_limits by OpenLimits
 };
 
 ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>& api_key, const GatewayConfig* config) {
@@ -253,6 +255,7 @@ ServerSettings Settle(const ServeFlags& flags, const std::optional<std::string>&
   }
   if (config == nullptr) return out;
   out.server.keys = config->keys;
+  out.limits = SharedLimitsOf(*config);
   const ServerConfig& s = config->server;
   HttpServerOptions& http = out.http;
   OpenAiServerOptions& server = out.server;
@@ -317,6 +320,25 @@ Status OpenCapture(ServerSettings* next, const ServerSettings* running, MetricsR
   StatusOr<std::shared_ptr<CaptureWriter>> writer = CaptureWriter::Open(*next->capture, metrics);
   if (!writer.ok()) return writer.status();
   next->server.capture = *writer;
+  return Status::Ok();
+}
+
+// Connects next's shared limits, or keeps the running ones when [limits] is unchanged.
+Status OpenLimits(ServerSettings* next, const ServerSettings* running, MetricsRegistry* metrics) {
+  next->server.shared_limits = nullptr;
+  if (!next->limits || next->server.keys.empty()) return Status::Ok();
+  const SharedLimitsOptions& o = *next->limits;
+  if (running && running->server.shared_limits && running->limits) {
+    const SharedLimitsOptions& r = *running->limits;
+    if (r.url == o.url && r.password == o.password && r.verify_tls == o.verify_tls && r.ca_file == o.ca_file &&
+        r.replicas == o.replicas) {
+      next->server.shared_limits = running->server.shared_limits;
+      return Status::Ok();
+    }
+  }
+  StatusOr<std::unique_ptr<SharedLimits>> opened = SharedLimits::Open(o, metrics);
+  if (!opened.ok()) return InvalidArgumentError("[limits] store: " + opened.status().message());
+  next->server.shared_limits = std::move(*opened);
   return Status::Ok();
 }
 
@@ -392,6 +414,10 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
     std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
     return count("refused");
   }
+  if (Status s = OpenLimits(&next, settings, metrics); !s.ok()) {
+    std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
+    return count("refused");
+  }
   if (Status s = OpenTelemetry(&next, settings, metrics); !s.ok()) {
     std::fprintf(stderr, "tachyon serve: SIGHUP: the config was not reloaded: %s\n", s.message().c_str());
     return count("refused");
@@ -404,7 +430,7 @@ void Reload(const ServeFlags& flags, const std::optional<std::string>& api_key, 
   *settings = std::move(next);
   DescribeConfig(*reloaded);
   std::fprintf(stderr,
-               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [[key]]s, [server] keys, origins, hosts, "
+               "tachyon serve: SIGHUP: reloaded %s: routes, backends, caches, [[key]]s, [limits], [server] keys, origins, hosts, "
                "access log, capture and telemetry (requests in flight finish on the old config)\n",
                flags.config.c_str());
   count("applied");
@@ -444,6 +470,7 @@ int Run(const ServeFlags& flags) {
   ServerSettings settings = Settle(flags, *api_key, config ? &*config : nullptr);
   if (Status s = OpenCapture(&settings, nullptr, &metrics); !s.ok()) return Fail(s.message());
   if (Status s = OpenTelemetry(&settings, nullptr, &metrics); !s.ok()) return Fail(s.message());
+  if (Status s = OpenLimits(&settings, nullptr, &metrics); !s.ok()) return Fail(s.message());
   // Request work that must not stall an I/O thread runs here (the gateway offloads it).
   auto pool = std::make_unique<WorkerPool>(settings.workers);
   const Gateway::Offload offload = [pool = pool.get()](std::function<void()> task) { pool->Post(std::move(task)); };

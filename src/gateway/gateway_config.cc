@@ -671,9 +671,11 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
   config.path = path;
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
-    if (k != "backend" && k != "route" && k != "server" && k != "cache" && k != "telemetry" && k != "key") {
+    if (k != "backend" && k != "route" && k != "server" && k != "cache" && k != "telemetry" && k != "key" &&
+        k != "limits") {
       return InvalidArgumentError(path + ":" + std::to_string(node.source().begin.line) + ": unknown key '" + k +
-                                  "' (expected [[backend]], [[route]], [[key]], [server], [cache] or [telemetry])");
+                                  "' (expected [[backend]], [[route]], [[key]], [server], [cache], [limits] or "
+                                  "[telemetry])");
     }
   }
   auto tables = [&](const char* key, const std::function<Status(const toml::table&, size_t)>& fn) -> Status {
@@ -761,6 +763,25 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     TableReader reader(*n->as_table(), path, "[cache]");
     RETURN_IF_ERROR(ReadCache(reader, path, env, &config.cache));
   }
+  if (const toml::node* n = root.get("limits")) {
+    if (!n->is_table()) return InvalidArgumentError(path + ": 'limits' must be a table: [limits]");
+    TableReader t(*n->as_table(), path, "[limits]");
+    LimitsConfig& l = config.limits;
+    RETURN_IF_ERROR(t.String("store", &l.store));
+    const bool redis = l.store.rfind("redis://", 0) == 0 || l.store.rfind("rediss://", 0) == 0;
+    if (t.Get("store") != nullptr && l.store != "local" && !redis) {
+      return t.Error(*t.Get("store"), "store",
+                     "must be \"local\" or \"redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB]\", not \"" +
+                         RedactRedisUrl(l.store) + "\"");
+    }
+    if (redis) {
+      if (StatusOr<RedisAddress> a = ParseRedisUrl(l.store); !a.ok()) {
+        return t.Error(*t.Get("store"), "store", a.status().message());
+      }
+    }
+    RETURN_IF_ERROR(t.Integer("replicas", &l.replicas, 1, 100000));
+    RETURN_IF_ERROR(t.NoOtherKeys());
+  }
   if (const toml::node* n = root.get("telemetry")) {
     if (!n->is_table()) return InvalidArgumentError(path + ": 'telemetry' must be a table: [telemetry]");
     TableReader reader(*n->as_table(), path, "[telemetry]");
@@ -774,6 +795,20 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     return InvalidArgumentError(path + ": no [[route]]: a route maps the model name clients send to backends");
   }
   return config;
+}
+
+std::optional<SharedLimitsOptions> SharedLimitsOf(const GatewayConfig& config) {
+  const bool cache_redis =
+      config.cache.store.rfind("redis://", 0) == 0 || config.cache.store.rfind("rediss://", 0) == 0;
+  const std::string& store = config.limits.store.empty() && cache_redis ? config.cache.store : config.limits.store;
+  if (store.empty() || store == "local") return std::nullopt;
+  SharedLimitsOptions o{.url = store, .replicas = config.limits.replicas};
+  if (store == config.cache.store) {
+    o.password = config.cache.password;
+    o.verify_tls = config.cache.verify_tls;
+    o.ca_file = config.cache.ca_file;
+  }
+  return o;
 }
 
 StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path, EnvReader env) {

@@ -7,6 +7,7 @@
 //   [[route]]                   model, backends = [...], policy
 //   [server]                    host, port, api_key_env, ... (flags win)
 //   [cache]                     store, max_entries, max_bytes
+//   [limits]                    store, replicas (where the keys' limits are held)
 #pragma once
 
 #include <optional>
@@ -18,6 +19,7 @@
 #include "backend/remote_backend.h"
 #include "base/status.h"
 #include "gateway/keys/keyring.h"
+#include "gateway/keys/shared_limits.h"
 #include "gateway/route/circuit_breaker.h"
 #include "gateway/trim/prompt_trimmer.h"
 #include "gateway/route/route_policy.h"
@@ -149,6 +151,16 @@ struct TelemetryConfig {
   bool operator==(const TelemetryConfig&) const = default;
 };
 
+// [limits]: where the keys' limits are held (gateway/keys/shared_limits.h).
+struct LimitsConfig {
+  // "local" (each process its own), or redis[s]://...; "" (absent): the [cache]
+  // store when it is Redis (with its password and TLS settings), else local.
+  std::string store;
+  // The replicas to assume while Redis was never reached (once it was: the
+  // replicas seen there): each enforces limit / replicas while Redis is down.
+  int replicas = 1;
+};
+
 struct GatewayConfig {
   std::string path;
   std::vector<BackendConfig> backends;
@@ -158,7 +170,12 @@ struct GatewayConfig {
   std::optional<TelemetryConfig> telemetry;
   // [[key]]: the clients' keys, each with its tenant, routes and limits (gateway/keys/keyring.h).
   std::vector<KeyConfig> keys;
+  LimitsConfig limits;
 };
+
+// Where the keys' limits are held ([limits]): a Redis store, or none (each process
+// its own). Absent, the [cache] store when it is Redis, with its password and TLS settings.
+std::optional<SharedLimitsOptions> SharedLimitsOf(const GatewayConfig& config);
 
 // `getenv` reads the environment variables that api_key_env names (a test passes its own).
 using EnvReader = std::optional<std::string> (*)(const std::string& name);

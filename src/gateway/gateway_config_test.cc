@@ -466,7 +466,7 @@ TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n").find("no [[route]]"),
             std::string::npos);
   EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [[key]], [server], "
-                                    "[cache] or [telemetry])");
+                                    "[cache], [limits] or [telemetry])");
   EXPECT_NE(ErrorOf("[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x'\n[[backend]]\nname='a'\nkind='openai'\n"
                     "base_url='http://y'\n").find("a second backend named 'a'"),
             std::string::npos);
@@ -535,6 +535,36 @@ TEST(GatewayConfigTest, KeyTables) {
             std::string::npos);
   EXPECT_NE(ErrorOf(base + "[[key]]\nname='x'\nkey_env='TEAM_A_KEY'\nrpm=1\n").find("unknown key"),
             std::string::npos);
+}
+
+TEST(GatewayConfigTest, LimitsTable) {
+  const std::string base = "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x/v1'\n"
+                           "[[route]]\nmodel='chat'\nbackends=['a']\n";
+  EXPECT_EQ(Parse(base)->limits.store, "") << "absent: the [cache] store when it is Redis";
+  EXPECT_EQ(Parse(base)->limits.replicas, 1);
+  StatusOr<GatewayConfig> c = Parse(base + "[limits]\nstore='redis://10.0.0.5:6379/3'\nreplicas=4\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->limits.store, "redis://10.0.0.5:6379/3");
+  EXPECT_EQ(c->limits.replicas, 4);
+  EXPECT_EQ(Parse(base + "[limits]\nstore='local'\n")->limits.store, "local");
+  EXPECT_NE(ErrorOf(base + "[limits]\nstore='sqlite:x.db'\n").find("must be \"local\""), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[limits]\nstore='redis://h:99999'\n").find("store"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[limits]\nreplicas=0\n").find("'replicas'"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[limits]\nreplica=2\n").find("unknown key"), std::string::npos);
+  EXPECT_NE(ErrorOf("limits=3\n" + base).find("[limits]"), std::string::npos);
+  // Where they are held: [limits] store, else a Redis [cache] store with its settings, else per process.
+  EXPECT_FALSE(SharedLimitsOf(*Parse(base)).has_value());
+  const std::string redis_cache = "[cache]\nstore='rediss://cache:6380'\nverify_tls=false\n";
+  std::optional<SharedLimitsOptions> o = SharedLimitsOf(*Parse(base + redis_cache));
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->url, "rediss://cache:6380");
+  EXPECT_FALSE(o->verify_tls);
+  EXPECT_FALSE(SharedLimitsOf(*Parse(base + redis_cache + "[limits]\nstore='local'\n")).has_value());
+  o = SharedLimitsOf(*Parse(base + redis_cache + "[limits]\nstore='redis://limits:6379'\nreplicas=2\n"));
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->url, "redis://limits:6379");
+  EXPECT_TRUE(o->verify_tls) << "another store: none of the cache's settings";
+  EXPECT_EQ(o->replicas, 2);
 }
 
 TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {

@@ -72,7 +72,7 @@ double UnixSecondsNow() {
 // A request's key once admitted: what the answer's end settles.
 struct KeyUse {
   std::shared_ptr<const Keyring::Key> key;  // null: the server has no keys
-  int64_t charged = 0;                      // the prompt-token estimate charged at admission
+  Keyring::Charge charged;                  // what admission charged
   HttpHeaders headers;                      // x-ratelimit-*, on every answer
 };
 
@@ -94,7 +94,7 @@ std::optional<ApiError> AdmitKey(std::shared_ptr<const Keyring::Key> key, const 
     return ApiError{429, a.message, a.limit == "requests" ? "requests" : "tokens", "", "rate_limit_exceeded"};
   }
   use->key = std::move(key);
-  use->charged = a.charged_tokens;
+  use->charged = a.charge;
   return std::nullopt;
 }
 
@@ -502,7 +502,7 @@ std::shared_ptr<const OpenAiServerOptions> OpenAiServer::WithKeyring(OpenAiServe
     keys.push_back({.name = taken ? "api-key" : "default", .sha256 = Sha256(options.api_key), .tenant = ""});
   }
   if (!keys.empty()) {
-    auto ring = std::make_shared<Keyring>(std::move(keys), metrics_);
+    auto ring = std::make_shared<Keyring>(std::move(keys), metrics_, options.shared_limits);
     if (previous != nullptr && previous->keyring) ring->Inherit(*previous->keyring);
     options.keyring = std::move(ring);
   } else {
@@ -816,9 +816,9 @@ void OpenAiServer::HandleKeysAdmin(const HttpRequest& request, ResponseWriter& w
                        ""});
     return;
   }
-  nlohmann::json keys = options->keyring ? options->keyring->Describe(UnixSecondsNow()) : nlohmann::json::array();
-  writer.Respond(200, "application/json", nlohmann::json{{"object", "list"}, {"data", keys}}.dump(),
-                 {{"cache-control", "no-store"}});
+  const nlohmann::json keys = options->keyring ? options->keyring->Describe(UnixSecondsNow())
+                                               : nlohmann::json{{"object", "list"}, {"data", nlohmann::json::array()}};
+  writer.Respond(200, "application/json", keys.dump(), {{"cache-control", "no-store"}});
 }
 
 void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::string& query, ResponseWriter& writer) {

@@ -36,6 +36,7 @@
 #include "base/worker_pool.h"
 #include "gateway/gateway.h"
 #include "gateway/keys/keyring.h"
+#include "gateway/keys/shared_limits.h"
 #include "http/http_server.h"
 #include "obs/capture.h"
 #include "obs/metrics.h"
@@ -69,6 +70,8 @@ struct OpenAiServerOptions {
   // api_key), every request needs one. The server builds `keyring` from both.
   std::vector<KeyConfig> keys;
   std::shared_ptr<const Keyring> keyring;  // set by the server; a reload keeps the limits' state
+  // Where the keys' limits are held across replicas ([limits]); null: in this process.
+  std::shared_ptr<SharedLimits> shared_limits;
   OriginPolicyOptions origins;  // Host and Origin checks, CORS (has_api_key is set from api_key)
   std::string admin_key;  // Bearer token of the admin routes (/v1/cache); empty: they are refused
   // A Bearer token that may read GET /metrics (and nothing else) besides the

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/constant_time.h"
+#include "gateway/keys/shared_limits.h"
 #include "gateway/route/task_router.h"
 
 namespace tachyon {
@@ -99,7 +100,8 @@ int64_t RateLimit::Remaining(double now) const {
 
 double RateLimit::Reset(double now) const { return std::max(0.0, tat - now); }
 
-Keyring::Keyring(std::vector<KeyConfig> keys, MetricsRegistry* metrics) {
+Keyring::Keyring(std::vector<KeyConfig> keys, MetricsRegistry* metrics, std::shared_ptr<SharedLimits> shared)
+    : shared_(std::move(shared)) {
   CounterFamily& requests = metrics->AddCounter("tachyon:key_requests_total",
                                                 "Requests of each key by the HTTP status of their answer",
                                                 {"key", "status"});
@@ -112,8 +114,9 @@ Keyring::Keyring(std::vector<KeyConfig> keys, MetricsRegistry* metrics) {
                                                {"key", "limit"});
   for (KeyConfig& config : keys) {
     auto key = std::make_shared<Key>();
-    key->requests.limit = config.requests_per_minute;
-    key->tokens.limit = config.tokens_per_minute;
+    key->counters.requests.limit = config.requests_per_minute;
+    key->counters.tokens.limit = config.tokens_per_minute;
+    key->shared = shared_;
     key->requests_total = &requests;
     key->prompt_tokens = &tokens.With({config.name, "prompt"});
     key->completion_tokens = &tokens.With({config.name, "completion"});
@@ -140,57 +143,103 @@ bool Keyring::MayUse(const Key& key, const std::string& route) {
                      [&](const std::string& glob) { return GlobMatch(glob, route); });
 }
 
+LimitHit CheckLimits(const KeyConfig& c, LimitCounters* s, int64_t estimate, int64_t scale, double now,
+                     double* retry_after) {
+  const int64_t today = static_cast<int64_t>(std::floor(now / kDay));
+  if (s->day != today) {
+    s->day = today;
+    s->day_tokens = 0;
+  }
+  s->requests.limit = c.requests_per_minute;
+  s->tokens.limit = c.tokens_per_minute;
+  const int64_t tokens = estimate * scale;
+  if (!s->requests.Fits(static_cast<double>(scale), now, retry_after)) return LimitHit::kRequests;
+  if (c.tokens_per_minute > 0 && tokens > c.tokens_per_minute) {
+    *retry_after = 60;
+    return LimitHit::kTooLarge;
+  }
+  if (!s->tokens.Fits(static_cast<double>(tokens), now, retry_after)) return LimitHit::kTokens;
+  if (c.max_tokens_per_day > 0 && s->day_tokens + tokens > c.max_tokens_per_day) {
+    *retry_after = static_cast<double>(today + 1) * kDay - now;
+    return LimitHit::kDaily;
+  }
+  s->requests.Charge(static_cast<double>(scale), now);
+  s->tokens.Charge(static_cast<double>(tokens), now);
+  s->day_tokens += tokens;
+  return LimitHit::kNone;
+}
+
 Keyring::Admission Keyring::Admit(const Key& key, int64_t prompt_tokens_estimate, double now) {
   Admission out;
   const KeyConfig& c = key.config;
+  const bool limited = c.requests_per_minute > 0 || c.tokens_per_minute > 0 || c.max_tokens_per_day > 0;
+  SharedLimits::Answer shared;
+  const bool in_redis = limited && key.shared && key.shared->Admit(c, prompt_tokens_estimate, &shared);
+  // Falling back: each cost times the replicas, so this replica admits its share.
+  const int64_t scale = in_redis ? 0 : limited && key.shared ? key.shared->replicas() : 1;
   std::lock_guard<std::mutex> lock(key.mutex);
-  const int64_t today = static_cast<int64_t>(std::floor(now / kDay));
-  if (key.day != today) {
-    key.day = today;
-    key.day_tokens = 0;
-  }
-  const double estimate = static_cast<double>(prompt_tokens_estimate);
+  LimitCounters& s = key.counters;
   double retry = 0;
-  if (!key.requests.Fits(1, now, &retry)) {
-    out.limit = "requests";
-    out.message = "Rate limit reached for key '" + c.name + "': " + Num(c.requests_per_minute) +
-                  " requests per minute. Try again in " + RateLimitDuration(retry) + ".";
-    key.limited_requests->Add();
-  } else if (c.tokens_per_minute > 0 && prompt_tokens_estimate > c.tokens_per_minute) {
-    out.limit = "tokens";
-    out.message = "Request too large for key '" + c.name + "': its prompt is about " +
-                  Num(prompt_tokens_estimate) + " tokens, more than the key's " + Num(c.tokens_per_minute) +
-                  " tokens per minute.";
-    retry = 60;
-    key.limited_tokens->Add();
-  } else if (!key.tokens.Fits(estimate, now, &retry)) {
-    out.limit = "tokens";
-    out.message = "Rate limit reached for key '" + c.name + "': " + Num(c.tokens_per_minute) +
-                  " tokens per minute. Try again in " + RateLimitDuration(retry) + ".";
-    key.limited_tokens->Add();
-  } else if (c.max_tokens_per_day > 0 && key.day_tokens + prompt_tokens_estimate > c.max_tokens_per_day) {
-    out.limit = "daily_tokens";
-    retry = static_cast<double>(today + 1) * kDay - now;
-    out.message = "Daily token budget reached for key '" + c.name + "': " + Num(key.day_tokens) + " of " +
-                  Num(c.max_tokens_per_day) + " tokens used today (UTC). Try again in " +
-                  RateLimitDuration(retry) + ".";
-    key.limited_daily->Add();
+  LimitHit hit;
+  if (in_redis) {  // the state Redis gave, on this process's clock
+    hit = static_cast<LimitHit>(shared.code);
+    retry = shared.retry_after;
+    s.requests.limit = c.requests_per_minute;
+    s.tokens.limit = c.tokens_per_minute;
+    s.requests.tat = now + shared.requests_used;
+    s.tokens.tat = now + shared.tokens_used;
+    s.day = static_cast<int64_t>(std::floor(now / kDay));
+    s.day_tokens = shared.day_tokens;
   } else {
-    key.requests.Charge(1, now);
-    key.tokens.Charge(estimate, now);
-    key.day_tokens += prompt_tokens_estimate;
-    out.admitted = true;
-    out.charged_tokens = prompt_tokens_estimate;
+    hit = CheckLimits(c, &s, prompt_tokens_estimate, scale, now, &retry);
   }
+  const int64_t share = std::max<int64_t>(scale, 1);
+  auto rate_message = [&](int64_t limit, const char* what) {
+    return "Rate limit reached for key '" + c.name + "': " + Num(limit / share) + " " + what +
+           " per minute. Try again in " + RateLimitDuration(retry) + ".";
+  };
+  switch (hit) {
+    case LimitHit::kNone:
+      out.admitted = true;
+      out.charge = {.tokens = prompt_tokens_estimate,
+                    .scale = scale,
+                    .day = in_redis ? shared.day : static_cast<int64_t>(std::floor(now / kDay))};
+      break;
+    case LimitHit::kRequests:
+      out.limit = "requests";
+      out.message = rate_message(c.requests_per_minute, "requests");
+      key.limited_requests->Add();
+      break;
+    case LimitHit::kTooLarge:
+      out.limit = "tokens";
+      out.message = "Request too large for key '" + c.name + "': its prompt is about " +
+                    Num(prompt_tokens_estimate) + " tokens, more than the key's " +
+                    Num(c.tokens_per_minute / share) + " tokens per minute.";
+      key.limited_tokens->Add();
+      break;
+    case LimitHit::kTokens:
+      out.limit = "tokens";
+      out.message = rate_message(c.tokens_per_minute, "tokens");
+      key.limited_tokens->Add();
+      break;
+    case LimitHit::kDaily:
+      out.limit = "daily_tokens";
+      out.message = "Daily token budget reached for key '" + c.name + "': " + Num(s.day_tokens) + " of " +
+                    Num(c.max_tokens_per_day) + " tokens used today (UTC). Try again in " +
+                    RateLimitDuration(retry) + ".";
+      key.limited_daily->Add();
+      break;
+  }
+  // The headers speak of what this replica would admit: its share while falling back.
   if (c.requests_per_minute > 0) {
-    out.headers.emplace_back("x-ratelimit-limit-requests", Num(c.requests_per_minute));
-    out.headers.emplace_back("x-ratelimit-remaining-requests", Num(key.requests.Remaining(now)));
-    out.headers.emplace_back("x-ratelimit-reset-requests", RateLimitDuration(key.requests.Reset(now)));
+    out.headers.emplace_back("x-ratelimit-limit-requests", Num(c.requests_per_minute / share));
+    out.headers.emplace_back("x-ratelimit-remaining-requests", Num(s.requests.Remaining(now) / share));
+    out.headers.emplace_back("x-ratelimit-reset-requests", RateLimitDuration(s.requests.Reset(now)));
   }
   if (c.tokens_per_minute > 0) {
-    out.headers.emplace_back("x-ratelimit-limit-tokens", Num(c.tokens_per_minute));
-    out.headers.emplace_back("x-ratelimit-remaining-tokens", Num(key.tokens.Remaining(now)));
-    out.headers.emplace_back("x-ratelimit-reset-tokens", RateLimitDuration(key.tokens.Reset(now)));
+    out.headers.emplace_back("x-ratelimit-limit-tokens", Num(c.tokens_per_minute / share));
+    out.headers.emplace_back("x-ratelimit-remaining-tokens", Num(s.tokens.Remaining(now) / share));
+    out.headers.emplace_back("x-ratelimit-reset-tokens", RateLimitDuration(s.tokens.Reset(now)));
   }
   if (!out.admitted) {
     out.retry_after = retry;
@@ -200,20 +249,23 @@ Keyring::Admission Keyring::Admit(const Key& key, int64_t prompt_tokens_estimate
   return out;
 }
 
-void Keyring::Finish(const Key& key, int64_t charged_estimate, int64_t prompt_tokens, int64_t completion_tokens,
+void Keyring::Finish(const Key& key, const Charge& charge, int64_t prompt_tokens, int64_t completion_tokens,
                      int status, double now) {
   key.requests_total->With({key.config.name, std::to_string(status)}).Add();
   if (prompt_tokens > 0) key.prompt_tokens->Add(static_cast<double>(prompt_tokens));
   if (completion_tokens > 0) key.completion_tokens->Add(static_cast<double>(completion_tokens));
   // Without usage (an upstream that sent none, an error), the estimate stands.
-  const int64_t used = prompt_tokens + completion_tokens > 0 ? prompt_tokens + completion_tokens : charged_estimate;
-  const int64_t correction = used - charged_estimate;
+  const int64_t used = prompt_tokens + completion_tokens > 0 ? prompt_tokens + completion_tokens : charge.tokens;
+  const int64_t correction = used - charge.tokens;
   if (correction == 0) return;
-  std::lock_guard<std::mutex> lock(key.mutex);
-  key.tokens.Charge(static_cast<double>(correction), now);
-  if (key.day == static_cast<int64_t>(std::floor(now / kDay))) {
-    key.day_tokens = std::max<int64_t>(0, key.day_tokens + correction);
+  if (charge.scale == 0) {
+    if (key.shared) key.shared->Correct(key.config, correction, charge.day);
+    return;
   }
+  std::lock_guard<std::mutex> lock(key.mutex);
+  LimitCounters& s = key.counters;
+  s.tokens.Charge(static_cast<double>(correction * charge.scale), now);
+  if (s.day == charge.day) s.day_tokens = std::max<int64_t>(0, s.day_tokens + correction * charge.scale);
 }
 
 void Keyring::Count(const Key& key, int status) {
@@ -225,35 +277,59 @@ void Keyring::Inherit(const Keyring& previous) {
     for (const auto& old : previous.keys_) {
       if (old->config.name != key->config.name) continue;
       std::scoped_lock lock(key->mutex, old->mutex);
-      if (old->config.requests_per_minute == key->config.requests_per_minute) key->requests.tat = old->requests.tat;
-      if (old->config.tokens_per_minute == key->config.tokens_per_minute) key->tokens.tat = old->tokens.tat;
-      key->day = old->day;
-      key->day_tokens = old->day_tokens;
+      LimitCounters& s = key->counters;
+      const LimitCounters& was = old->counters;
+      if (old->config.requests_per_minute == key->config.requests_per_minute) s.requests.tat = was.requests.tat;
+      if (old->config.tokens_per_minute == key->config.tokens_per_minute) s.tokens.tat = was.tokens.tat;
+      s.day = was.day;
+      s.day_tokens = was.day_tokens;
     }
   }
 }
 
 nlohmann::json Keyring::Describe(double now) const {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& key : keys_) {
-    const KeyConfig& c = key->config;
-    std::lock_guard<std::mutex> lock(key->mutex);
+  // With shared limits, the usage is Redis's (every replica's), read in one round trip.
+  std::vector<const KeyConfig*> configs;
+  for (const auto& key : keys_) configs.push_back(&key->config);
+  std::vector<SharedLimits::Answer> shared;
+  const bool in_redis = shared_ != nullptr && shared_->Peek(configs, &shared);
+  nlohmann::json data = nlohmann::json::array();
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    const Key& key = *keys_[i];
+    const KeyConfig& c = key.config;
+    LimitCounters s;
+    {
+      std::lock_guard<std::mutex> lock(key.mutex);
+      s = key.counters;
+    }
+    const int64_t today = static_cast<int64_t>(std::floor(now / kDay));
+    if (in_redis) {
+      s.requests.tat = now + shared[i].requests_used;
+      s.tokens.tat = now + shared[i].tokens_used;
+      s.day = today;
+      s.day_tokens = shared[i].day_tokens;
+    }
     nlohmann::json limits = {{"requests_per_minute", c.requests_per_minute},
                              {"tokens_per_minute", c.tokens_per_minute},
                              {"max_tokens_per_day", c.max_tokens_per_day}};
     nlohmann::json usage = nlohmann::json::object();
-    if (c.requests_per_minute > 0) usage["remaining_requests"] = key->requests.Remaining(now);
-    if (c.tokens_per_minute > 0) usage["remaining_tokens"] = key->tokens.Remaining(now);
-    usage["tokens_today"] = key->day == static_cast<int64_t>(std::floor(now / kDay)) ? key->day_tokens : 0;
-    usage["prompt_tokens_total"] = key->prompt_tokens->value();
-    usage["completion_tokens_total"] = key->completion_tokens->value();
-    out.push_back({{"name", c.name},
-                   {"tenant", c.tenant},
-                   {"routes", c.routes.empty() ? nlohmann::json::array({"*"}) : nlohmann::json(c.routes)},
-                   {"limits", limits},
-                   {"usage", usage}});
+    if (c.requests_per_minute > 0) usage["remaining_requests"] = s.requests.Remaining(now);
+    if (c.tokens_per_minute > 0) usage["remaining_tokens"] = s.tokens.Remaining(now);
+    usage["tokens_today"] = s.day == today ? s.day_tokens : 0;
+    usage["prompt_tokens_total"] = key.prompt_tokens->value();
+    usage["completion_tokens_total"] = key.completion_tokens->value();
+    data.push_back({{"name", c.name},
+                    {"tenant", c.tenant},
+                    {"routes", c.routes.empty() ? nlohmann::json::array({"*"}) : nlohmann::json(c.routes)},
+                    {"limits", limits},
+                    {"usage", usage}});
   }
-  return out;
+  nlohmann::json held = {{"store", shared_ ? shared_->describe() : "local"}};
+  if (shared_) {
+    held["shared"] = shared_->up();
+    held["replicas"] = shared_->replicas();
+  }
+  return {{"object", "list"}, {"data", data}, {"limits", held}};
 }
 
 }  // namespace tachyon

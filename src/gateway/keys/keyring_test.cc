@@ -84,7 +84,7 @@ TEST(KeyringTest, TokensAreEstimatedAtAdmissionAndCorrectedAtTheEnd) {
   Keyring::Admission a = ring.Admit(key, 300, t0);
   ASSERT_TRUE(a.admitted);
   EXPECT_EQ(Header(a, "x-ratelimit-remaining-tokens"), "700");
-  ring.Finish(key, a.charged_tokens, 250, 550, 200, t0);  // 800 used: 500 more than estimated
+  ring.Finish(key, a.charge, 250, 550, 200, t0);  // 800 used: 500 more than estimated
   Keyring::Admission b = ring.Admit(key, 300, t0 + 1);
   EXPECT_FALSE(b.admitted) << "800 + 300 > 1000 within the minute";
   EXPECT_EQ(b.limit, "tokens");
@@ -113,7 +113,9 @@ TEST(KeyringTest, AReloadKeepsTheStateOfUnchangedKeys) {
   Keyring next({k, Key("new", "n")}, &m);
   next.Inherit(old_ring);
   EXPECT_FALSE(next.Admit(*next.Find("s"), 0, 51).admitted) << "SIGHUP is no way around a limit";
-  const nlohmann::json keys = next.Describe(51);
+  const nlohmann::json described = next.Describe(51);
+  EXPECT_EQ(described["limits"]["store"], "local");
+  const nlohmann::json& keys = described["data"];
   ASSERT_EQ(keys.size(), 2u);
   EXPECT_EQ(keys[0]["name"], "k");
   EXPECT_EQ(keys[0]["usage"]["remaining_requests"], 0);

@@ -15,6 +15,7 @@
 #include "gateway_config_files.h"
 #include "run_command.h"
 #include "server_process.h"
+#include "tests/support/eventually.h"
 
 namespace tachyon::e2e {
 namespace {
@@ -101,6 +102,13 @@ TEST_F(DashboardE2eTest, StatsAndThePageAgree) {
   if (std::system("command -v chromium > /dev/null 2>&1") != 0) {
     GTEST_SKIP() << "chromium is not installed: the page was not loaded in a browser";
   }
+  // The page asks for a 300 s window, in steps of 5 s: wait until its charts have a
+  // whole step to draw (a young server has none yet).
+  ASSERT_TRUE(testing::Eventually([&] {
+    const json s = json::parse(Get("/v1/stats?window=300"), nullptr, false);
+    return !s.is_discarded() && s["engines"].size() == 1 && !s["engines"][0]["timeline"]["t"].empty() &&
+           !s["routes"][0]["timeline"]["t"].empty();
+  }, 20, 0.2));
   const std::string dom =
       Shell("timeout 120 chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=4000 --dump-dom '" +
             server_->url() + "/dashboard?key=" + kKey + "' 2>/dev/null");

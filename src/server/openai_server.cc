@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "api/embeddings.h"
 #include "api/messages_front.h"
+#include "api/responses_front.h"
 #include "base/constant_time.h"
 #include "base/percent_decode.h"
 #include "gateway/cache/exact_cache.h"
@@ -17,6 +20,15 @@
 namespace tachyon {
 
 extern const char kDashboardHtml[];  // dashboard.html, embedded by CMake (cmake/embed_file.cmake)
+
+// A /v1/responses call: how its answer is framed, and where it is kept.
+struct ResponsesCall {
+  ResponsesRequest request;
+  nlohmann::json skeleton;      // the response object before any output
+  nlohmann::json conversation;  // the input items up to this response, kept with it
+  std::shared_ptr<ResponseStore> store;  // null: store false
+  std::string tenant;
+};
 
 namespace {
 
@@ -68,6 +80,11 @@ void SendError(ResponseWriter& writer, const ApiError& error, HttpHeaders header
 double UnixSecondsNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+// The responses kept for previous_response_id: OpenAI keeps them 30 days.
+constexpr size_t kStoredResponses = 100000;
+constexpr size_t kStoredResponseBytes = size_t{256} << 20;
+constexpr double kStoredResponseTtlSeconds = 30 * 86400.0;
 
 // A request's key once admitted: what the answer's end settles.
 struct KeyUse {
@@ -198,7 +215,7 @@ class HttpSink : public GatewaySink {
  public:
   HttpSink(std::shared_ptr<ResponseWriter> writer, std::shared_ptr<const CompletionRequest> request,
            std::string request_id, std::string id, bool access_log, std::string messages_model, CaptureStart capture,
-           TraceStart trace, KeyUse key)
+           TraceStart trace, KeyUse key, std::shared_ptr<ResponsesCall> responses)
       : writer_(std::move(writer)),
         request_(std::move(request)),
         request_id_(std::move(request_id)),
@@ -207,8 +224,10 @@ class HttpSink : public GatewaySink {
         messages_model_(std::move(messages_model)),
         capture_(std::move(capture)),
         trace_(std::move(trace)),
-        key_(std::move(key)) {
+        key_(std::move(key)),
+        responses_(std::move(responses)) {
     if (!messages_model_.empty()) messages_ = std::make_unique<MessagesEventWriter>(id_, messages_model_);
+    if (responses_) responses_events_ = std::make_unique<ResponsesEventWriter>(responses_->skeleton);
   }
 
   // A call cancelled (its client went away) never reaches OnDone: its server span ends here.
@@ -226,9 +245,13 @@ class HttpSink : public GatewaySink {
       started_ = true;
       writer_->StartStream(200, "text/event-stream", Headers(info));
     }
-    if (messages_) {
+    if (messages_ || responses_events_) {
       std::string events;
-      messages_->Chunk(chunk.event, &events);
+      if (messages_) {
+        messages_->Chunk(chunk.event, &events);
+      } else {
+        responses_events_->Chunk(chunk.event, &events);
+      }
       if (!events.empty()) writer_->Write(std::move(events));
       return;
     }
@@ -239,7 +262,9 @@ class HttpSink : public GatewaySink {
   }
 
   void OnDone(const BackendResult& result, const CallInfo& info) override {
-    const int status = messages_ ? FinishMessages(result, info) : Finish(result, info);
+    const int status = messages_            ? FinishMessages(result, info)
+                       : responses_events_ ? FinishResponses(result, info)
+                                           : Finish(result, info);
     if (trace_.trace) EndServerSpan(&result, &info, status);
     if (key_.key) {
       key_done_ = true;
@@ -327,6 +352,58 @@ class HttpSink : public GatewaySink {
     }
     writer_->Respond(error.http_status, "application/json", MessagesErrorBody(error), std::move(headers));
     return error.http_status;
+  }
+
+  // Ends a Responses-shaped answer (/v1/responses) and keeps it (store: true); returns its status.
+  int FinishResponses(const BackendResult& result, const CallInfo& info) {
+    const bool ok = result.kind == BackendResult::Kind::kOk;
+    const ResponsesUsage usage{.input_tokens = result.usage.prompt_tokens,
+                               .cached_tokens = std::max<int64_t>(0, result.num_cached_tokens),
+                               .output_tokens = result.usage.completion_tokens};
+    int status = 200;
+    nlohmann::json response;
+    if (started_ || (request_->stream && ok)) {
+      if (!started_) writer_->StartStream(200, "text/event-stream", Headers(info));
+      std::string events;
+      if (ok) {
+        responses_events_->End(usage, result.has_usage, &events);
+      } else {
+        responses_events_->Fail(result.error, &events);
+        status = result.error.http_status;
+      }
+      writer_->Write(std::move(events));
+      writer_->End();
+      response = responses_events_->response();
+    } else if (ok) {
+      auto answer = ResponseFromChat(result.body, responses_->skeleton, usage, result.has_usage);
+      if (answer.index() == 1) {
+        status = 502;
+        SendError(*writer_, {502, "the backend's answer could not be translated: " + std::get<1>(answer),
+                             "api_error", "", ""}, Headers(info));
+        return status;
+      }
+      response = std::move(std::get<0>(answer));
+      writer_->Respond(200, "application/json", response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       Headers(info));
+    } else {
+      status = result.kind == BackendResult::Kind::kRejected ? result.http_status : result.error.http_status;
+      HttpHeaders headers = Headers(info);
+      if (result.retry_after_seconds >= 0) {
+        headers.emplace_back("retry-after", std::to_string(static_cast<int64_t>(result.retry_after_seconds)));
+      }
+      if (result.kind == BackendResult::Kind::kRejected) {
+        writer_->Respond(status, result.content_type, result.body, std::move(headers));
+      } else {
+        SendError(*writer_, result.error, std::move(headers));
+      }
+      return status;
+    }
+    if (responses_->store && response.value("status", "") != "failed") {
+      responses_->store->Put(response["id"].get<std::string>(),
+                             {.tenant = responses_->tenant, .response = response, .conversation = responses_->conversation},
+                             UnixSecondsNow());
+    }
+    return status;
   }
 
   // The server span (the trace's root), with the request's outcome; then the
@@ -477,6 +554,8 @@ class HttpSink : public GatewaySink {
   bool span_done_ = false;
   KeyUse key_;
   bool key_done_ = false;
+  std::shared_ptr<ResponsesCall> responses_;                // /v1/responses: its framing and store
+  std::unique_ptr<ResponsesEventWriter> responses_events_;  // /v1/responses: events from chunks
 };
 
 }  // namespace
@@ -491,6 +570,7 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, 
       started_(UnixNow()),
       stats_window_(std::make_unique<MetricsWindow>(metrics, StatsFamilies(), kStatsIntervalSeconds, kStatsSamples)) {
   options_ = WithKeyring(std::move(options), nullptr);
+  responses_ = std::make_shared<ResponseStore>(kStoredResponses, kStoredResponseBytes, kStoredResponseTtlSeconds);
   stats_window_->Start();
 }
 
@@ -638,6 +718,16 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   } else if (messages) {
     const ApiError e{405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""};
     writer->Respond(405, "application/json", MessagesErrorBody(e));
+  } else if (request.method == "POST" && path == "/v1/responses") {
+    if (request.body.size() <= kInlineParseBytes) {
+      HandleResponses(std::move(request), std::move(writer), arrival, std::move(caller));
+    } else {
+      workers_->Post([this, request = std::move(request), writer, arrival, caller]() mutable {
+        HandleResponses(std::move(request), std::move(writer), arrival, std::move(caller));
+      });
+    }
+  } else if (path.rfind("/v1/responses/", 0) == 0) {
+    HandleStoredResponse(request, path, *writer, caller);
   } else if (request.method == "POST" && embeddings) {
     if (request.body.size() <= kInlineParseBytes) {
       HandleEmbeddings(std::move(request), std::move(writer), arrival, std::move(caller));
@@ -646,7 +736,8 @@ void OpenAiServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
         HandleEmbeddings(std::move(request), std::move(writer), arrival, std::move(caller));
       });
     }
-  } else if (completions || chat || embeddings || path == "/v1/models" || path == "/metrics" || path == "/v1/stats") {
+  } else if (completions || chat || embeddings || path == "/v1/models" || path == "/metrics" || path == "/v1/stats" ||
+             path == "/v1/responses") {
     SendError(*writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""});
   } else {
     SendError(*writer, {404, "no route " + path, "not_found_error", "", ""});
@@ -698,9 +789,132 @@ void OpenAiServer::HandleMessages(HttpRequest http, std::shared_ptr<ResponseWrit
            std::move(key));
 }
 
+// /v1/responses: the Responses request, after the conversation its
+// previous_response_id names, as the chat request the gateway reads; the answer
+// framed back as a response object or its events, and kept when store is true.
+void OpenAiServer::HandleResponses(HttpRequest http, std::shared_ptr<ResponseWriter> writer,
+                                   SteadyClock::time_point arrival, KeyRef key) {
+  if (writer->closed()) return;
+  const std::string request_id = RequestId(http);
+  auto refuse = [&](const ApiError& e) {
+    rejected_->With({e.http_status == 404 ? "previous_response_not_found" : "invalid_request"}).Add();
+    SendError(*writer, e, {{"x-request-id", request_id}});
+    CaptureRejected(http, "/v1/responses", request_id, arrival, e);
+  };
+  auto parsed = ParseResponsesRequest(http.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return refuse(*error);
+  auto call = std::make_shared<ResponsesCall>();
+  call->request = std::move(std::get<ResponsesRequest>(parsed));
+  call->tenant = key ? key->config.tenant : "";
+  const ResponsesRequest& r = call->request;
+  nlohmann::json history = nlohmann::json::array();
+  if (!r.previous_response_id.empty()) {
+    std::shared_ptr<const ResponseStore::Entry> previous =
+        responses_->Get(r.previous_response_id, call->tenant, UnixSecondsNow());
+    if (previous == nullptr) {
+      return refuse({404, "Previous response with id '" + r.previous_response_id + "' not found.",
+                     "invalid_request_error", "previous_response_id", "previous_response_not_found"});
+    }
+    history = previous->conversation;
+    for (const nlohmann::json& item : previous->response["output"]) history.push_back(item);
+  }
+  const nlohmann::json chat = ChatBodyFromResponses(r, history);
+  auto completion = ParseCompletionRequest(chat.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                                           Endpoint::kChatCompletions);
+  if (auto* error = std::get_if<ApiError>(&completion)) return refuse(*error);
+  const std::string id = NewResponseId();
+  call->skeleton = ResponseSkeleton(r, id, UnixNow());
+  if (r.store) {
+    call->store = responses_;
+    call->conversation = std::move(history);
+    size_t n = 0;
+    for (nlohmann::json item : r.input_items) {  // listed with ids, as OpenAI lists input items
+      if (!item.contains("id")) item["id"] = "msg_" + id.substr(5) + "_in" + std::to_string(n);
+      ++n;
+      call->conversation.push_back(std::move(item));
+    }
+  }
+  auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(completion)));
+  Dispatch(http, std::move(writer), std::move(request), request_id, arrival, "", std::move(key), std::move(call));
+}
+
+void OpenAiServer::HandleStoredResponse(const HttpRequest& request, const std::string& path, ResponseWriter& writer,
+                                        KeyRef key) {
+  std::string id = path.substr(std::string("/v1/responses/").size());
+  const bool items = id.size() > 12 && id.compare(id.size() - 12, 12, "/input_items") == 0;
+  if (items) id.resize(id.size() - 12);
+  const bool get = request.method == "GET", del = request.method == "DELETE" && !items;
+  if (!get && !del) {
+    SendError(writer, {405, "method " + request.method + " is not allowed on " + path, "invalid_request_error", "", ""});
+    return;
+  }
+  const std::string tenant = key ? key->config.tenant : "";
+  const double now = UnixSecondsNow();
+  const ApiError missing{404, "Response with id '" + id + "' not found.", "invalid_request_error", "", "not_found"};
+  if (del) {
+    if (!responses_->Delete(id, tenant, now)) return SendError(writer, missing);
+    writer.Respond(200, "application/json",
+                   nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
+    return;
+  }
+  std::shared_ptr<const ResponseStore::Entry> entry = responses_->Get(id, tenant, now);
+  if (entry == nullptr) return SendError(writer, missing);
+  if (!items) {
+    writer.Respond(200, "application/json",
+                   entry->response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return;
+  }
+  // ?limit=1..100 (20), order=asc|desc (desc, as OpenAI), after=ITEM_ID.
+  std::map<std::string, std::string> query;
+  if (const size_t q = request.target.find('?'); q != std::string::npos) {
+    std::string rest = request.target.substr(q + 1);
+    size_t at = 0;
+    while (at <= rest.size()) {
+      const size_t amp = std::min(rest.find('&', at), rest.size());
+      const std::string pair = rest.substr(at, amp - at);
+      const size_t eq = pair.find('=');
+      std::string value;
+      if (eq != std::string::npos && PercentDecode(pair.substr(eq + 1), &value)) query[pair.substr(0, eq)] = value;
+      at = amp + 1;
+    }
+  }
+  int limit = 20;
+  if (query.count("limit")) {
+    char* end = nullptr;
+    const long v = std::strtol(query["limit"].c_str(), &end, 10);
+    if (*end != '\0' || v < 1 || v > 100) {
+      return SendError(writer, {400, "Invalid 'limit': expected an integer from 1 to 100.", "invalid_request_error",
+                                "limit", ""});
+    }
+    limit = static_cast<int>(v);
+  }
+  const std::string order = query.count("order") ? query["order"] : "desc";
+  if (order != "asc" && order != "desc") {
+    return SendError(writer, {400, "Invalid 'order': expected 'asc' or 'desc'.", "invalid_request_error", "order", ""});
+  }
+  std::vector<const nlohmann::json*> all;
+  for (const nlohmann::json& item : entry->conversation) all.push_back(&item);
+  if (order == "desc") std::reverse(all.begin(), all.end());
+  size_t start = 0;
+  if (query.count("after")) {
+    while (start < all.size() && all[start]->value("id", std::string()) != query["after"]) ++start;
+    start = start < all.size() ? start + 1 : all.size();
+  }
+  nlohmann::json data = nlohmann::json::array();
+  for (size_t i = start; i < all.size() && data.size() < static_cast<size_t>(limit); ++i) data.push_back(*all[i]);
+  const bool more = start + data.size() < all.size();
+  nlohmann::json list = {{"object", "list"},
+                         {"data", data},
+                         {"first_id", data.empty() ? nlohmann::json(nullptr) : data.front().value("id", nlohmann::json())},
+                         {"last_id", data.empty() ? nlohmann::json(nullptr) : data.back().value("id", nlohmann::json())},
+                         {"has_more", more}};
+  writer.Respond(200, "application/json", list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
                             std::shared_ptr<CompletionRequest> request, const std::string& request_id,
-                            SteadyClock::time_point arrival, const std::string& messages_model, KeyRef key) {
+                            SteadyClock::time_point arrival, const std::string& messages_model, KeyRef key,
+                            std::shared_ptr<ResponsesCall> responses) {
   const Endpoint endpoint = request->endpoint;
   const std::shared_ptr<Gateway> gateway = gateway_->Get();
   KeyUse key_use;
@@ -733,6 +947,7 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
     };
   }
   CaptureStart capture{.endpoint = !messages_model.empty()                     ? "/v1/messages"
+                                    : responses                              ? "/v1/responses"
                                     : endpoint == Endpoint::kChatCompletions ? "/v1/chat/completions"
                                                                              : "/v1/completions",
                        .arrival = arrival};
@@ -753,7 +968,8 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
     g.trace = trace.trace;
   }
   auto sink = std::make_shared<HttpSink>(writer, request, request_id, g.id, options->access_log, messages_model,
-                                         std::move(capture), std::move(trace), std::move(key_use));
+                                         std::move(capture), std::move(trace), std::move(key_use),
+                                         std::move(responses));
   CancelFn cancel = gateway->Handle(std::move(g), std::move(sink));
   writer->OnClose(std::move(cancel));
 }

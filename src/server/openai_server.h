@@ -37,6 +37,7 @@
 #include "gateway/gateway.h"
 #include "gateway/keys/keyring.h"
 #include "gateway/keys/shared_limits.h"
+#include "server/response_store.h"
 #include "http/http_server.h"
 #include "obs/capture.h"
 #include "obs/metrics.h"
@@ -94,6 +95,8 @@ struct OpenAiServerOptions {
   std::shared_ptr<OtlpExporter> exporter;
 };
 
+struct ResponsesCall;  // a /v1/responses call (openai_server.cc)
+
 class OpenAiServer {
  public:
   OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, MetricsRegistry* metrics, WorkerPool* workers);
@@ -111,10 +114,17 @@ class OpenAiServer {
                         std::chrono::steady_clock::time_point arrival, KeyRef key);
   void HandleMessages(HttpRequest request, std::shared_ptr<ResponseWriter> writer, bool count_tokens,
                       std::chrono::steady_clock::time_point arrival, KeyRef key);
-  // The gateway call of a parsed request; messages_model: set for /v1/messages (Anthropic framing).
+  // POST /v1/responses: the Responses request as the chat request the gateway reads.
+  void HandleResponses(HttpRequest request, std::shared_ptr<ResponseWriter> writer,
+                       std::chrono::steady_clock::time_point arrival, KeyRef key);
+  // GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+  void HandleStoredResponse(const HttpRequest& request, const std::string& path, ResponseWriter& writer, KeyRef key);
+  // The gateway call of a parsed request; messages_model: set for /v1/messages
+  // (Anthropic framing); responses: set for /v1/responses (its framing and store).
   void Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWriter> writer,
                 std::shared_ptr<CompletionRequest> request, const std::string& request_id,
-                std::chrono::steady_clock::time_point arrival, const std::string& messages_model, KeyRef key);
+                std::chrono::steady_clock::time_point arrival, const std::string& messages_model, KeyRef key,
+                std::shared_ptr<ResponsesCall> responses = nullptr);
   void CaptureRejected(const HttpRequest& http, const std::string& endpoint, const std::string& request_id,
                        std::chrono::steady_clock::time_point arrival, const ApiError& error);
   void HandleStats(const std::string& query, ResponseWriter& writer);
@@ -140,6 +150,8 @@ class OpenAiServer {
   const int64_t started_;
   // The metrics /v1/stats reads, sampled once a second by a thread of its own.
   std::unique_ptr<MetricsWindow> stats_window_;
+  // The responses of /v1/responses kept for previous_response_id (store: true).
+  std::shared_ptr<ResponseStore> responses_;
   std::atomic<int64_t> next_id_{1};
 };
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The official npm clients (tests/sdk/package.json, versions pinned by its lock
 # file) against the real binary: `tachyon serve --config` in front of
-# tests/support/anthropic_standin (an Anthropic route) and mock_upstream (an
-# OpenAI route): the openai client on /v1/chat/completions, @anthropic-ai/sdk on
-# /v1/messages, to both. Exits 77 (skipped) when
+# tests/support/anthropic_standin (an Anthropic route), mock_upstream (an
+# OpenAI route) and a local engine (a tiny model of random weights): the openai
+# client on /v1/chat/completions and /v1/responses, @anthropic-ai/sdk on
+# /v1/messages. Exits 77 (skipped) when
 # node or npm is missing or the packages cannot be installed (no registry).
 #   tests/sdk/run.sh TACHYON ANTHROPIC_STANDIN MOCK_UPSTREAM WORKDIR
 set -euo pipefail
@@ -27,6 +28,7 @@ start standin -- "$standin" --port 0 --key sk-ant-sdk
 standin_url=$url
 start mock -- "$mock_upstream" --port 0
 mock=$url
+"$tachyon" model gen --shape tiny --type q8_0 --out "$work/tiny.gguf" > /dev/null
 cat > "$work/gateway.toml" <<TOML
 [[backend]]
 name = "claude"
@@ -42,15 +44,28 @@ base_url = "$mock/v1"
 model = "claude"
 backends = ["claude"]
 prompt_cache = "auto"
+[[backend]]
+name = "engine"
+kind = "local"
+model = "$work/tiny.gguf"
+threads = 1
+chat_template = "chatml"
 [[route]]
 model = "gpt"
 backends = ["openai"]
+[[route]]
+model = "local"
+backends = ["engine"]
 TOML
 start gateway -- "$tachyon" serve --config "$work/gateway.toml" --port 0
 (cd "$dir" && GATEWAY=$url ROUTE=claude timeout 120 node openai_client.mjs)
 (cd "$dir" && GATEWAY=$url ROUTE=claude TOOLS=1 timeout 120 node anthropic_client.mjs)
 # An OpenAI upstream behind /v1/messages: the answer translated the other way.
 (cd "$dir" && GATEWAY=$url ROUTE=gpt timeout 120 node anthropic_client.mjs)
+# /v1/responses on each backend kind: Anthropic, OpenAI-compatible, a local engine.
+(cd "$dir" && GATEWAY=$url ROUTE=claude TOOLS=1 timeout 120 node responses_client.mjs)
+(cd "$dir" && GATEWAY=$url ROUTE=gpt timeout 120 node responses_client.mjs)
+(cd "$dir" && GATEWAY=$url ROUTE=local TOOLS=1 SCHEMA=1 RANDOM=1 timeout 300 node responses_client.mjs)
 stats=$(curl -s "$standin_url/stats")
 echo "stand-in: $stats"
 case $stats in *'"invalid":0'*) ;; *) echo "the stand-in refused a request as invalid"; exit 1 ;; esac

@@ -277,8 +277,12 @@ void LocalBackend::RegisterMetrics(MetricsRegistry* metrics, const SpeculativeOp
   });
 }
 
-LocalBackend::~LocalBackend() {
-  if (metrics_ != nullptr) metrics_->RemoveCollector(collector_id_);
+LocalBackend::~LocalBackend() { Shutdown(); }
+
+void LocalBackend::Shutdown() {
+  // RemoveCollector waits out a collector that is running: none reads the loop after it.
+  if (metrics_ != nullptr && collector_id_ >= 0) metrics_->RemoveCollector(collector_id_);
+  collector_id_ = -1;
   loop_.reset();  // cancels what is left; no callback runs after this
 }
 

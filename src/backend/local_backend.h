@@ -57,7 +57,9 @@ class LocalBackend : public Backend {
   const char* kind() const override { return "local"; }
   const std::string& model_name() const override { return model_name_; }
   CancelFn Start(BackendRequest request, std::shared_ptr<BackendSink> sink) override;
-  void Shutdown() override { loop_.reset(); }
+  // Stops the engine; its metrics collector goes first, so that a scrape or the
+  // stats sampler running meanwhile never reads an engine that is gone.
+  void Shutdown() override;
   bool OnOwnThread() const override { return loop_ && loop_->OnLoopThread(); }
   bool StartIsCostly() const override { return true; }
   // Blocks until the engine holds no request (EngineLoop::WaitUntilIdle); false at the timeout.
@@ -129,7 +131,7 @@ class LocalBackend : public Backend {
   std::map<std::string, std::shared_ptr<GrammarMasker>> grammars_;  // by schema text
 
   MetricsRegistry* metrics_ = nullptr;
-  int collector_id_ = 0;
+  int collector_id_ = -1;  // -1: none registered (or removed by Shutdown)
   Counter* prompt_tokens_ = nullptr;
   Counter* generation_tokens_ = nullptr;
   Histogram* queue_time_ = nullptr;

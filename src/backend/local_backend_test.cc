@@ -159,3 +159,23 @@ TEST_F(LocalBackendTest, CancelFreesTheSequenceAndATimeoutMidStreamIsBroken) {
 
 }  // namespace
 }  // namespace tachyon
+
+namespace tachyon {
+namespace {
+
+// The stats sampler (and any scrape) runs the collectors on its own thread until
+// the server is gone; after Shutdown they must not read the stopped engine (the
+// EngineLoop was freed under the collector: a shutdown hung, or worse).
+TEST_F(LocalBackendTest, ShutdownTakesItsCollectorAwayFirst) {
+  auto backend = Make();
+  ASSERT_NE(backend, nullptr);
+  metrics_.RunCollectors();
+  backend->Shutdown();
+  metrics_.RunCollectors();  // the engine's collector is not run any more (ASan would see a freed loop)
+  EXPECT_NE(metrics_.Render().find("tachyon:num_requests_running"), std::string::npos) << "the gauges stay";
+  backend.reset();  // the destructor after Shutdown: nothing removed twice
+  metrics_.RunCollectors();
+}
+
+}  // namespace
+}  // namespace tachyon

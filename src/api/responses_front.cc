@@ -208,7 +208,8 @@ ResponsesRequest Translate(const json& body) {
     if (!KnownParameters().count(key)) Refuse("Unknown parameter: '" + key + "'.", key, "unknown_parameter");
   }
   ResponsesRequest r;
-  r.model = Str(Field(body, "model"), "model");
+  // Required by OpenAI; absent, as on the chat endpoints here, a server of one model answers with it.
+  if (Present(body, "model")) r.model = Str(body["model"], "model");
   Require(!Present(body, "background") || body["background"] == false,
           "'background': background responses are not supported here.", "background");
   Require(!Present(body, "conversation"),
@@ -236,7 +237,7 @@ ResponsesRequest Translate(const json& body) {
 
   json& chat = r.chat;
   json& echo = r.echo;
-  chat["model"] = r.model;
+  if (!r.model.empty()) chat["model"] = r.model;
   echo["instructions"] = r.instructions.empty() ? json(nullptr) : json(r.instructions);
   if (Present(body, "max_output_tokens")) {
     Require(body["max_output_tokens"].is_number_integer() && body["max_output_tokens"].get<int64_t>() >= 16,
@@ -466,6 +467,7 @@ std::variant<json, std::string> ResponseFromChat(std::string_view chat_body, jso
     return std::string("no choices[0].message");
   }
   const json& message = choices[0]["message"];
+  if (response.value("model", "").empty() && Field(chat, "model").is_string()) response["model"] = chat["model"];
   json output = json::array();
   const json& reasoning = Field(message, "reasoning_content");
   if (reasoning.is_string() && !reasoning.get_ref<const std::string&>().empty()) {

@@ -96,7 +96,8 @@ TEST(ResponsesFrontTest, RefusesWhatItDoesNotServeNamingIt) {
   EXPECT_EQ(ErrorOf(R"({"model":"m","input":"x","frobnicate":1})").code, "unknown_parameter");
   EXPECT_EQ(ErrorOf(R"({"model":"m","input":[{"role":"robot","content":"x"}]})").param, "input[0].role");
   EXPECT_EQ(ErrorOf(R"({"model":"m"})").param, "input");
-  EXPECT_EQ(ErrorOf(R"({"input":"x"})").param, "model");
+  EXPECT_EQ(ErrorOf(R"({"model":3,"input":"x"})").param, "model");
+  EXPECT_FALSE(Parse(R"({"input":"x"})").chat.contains("model")) << "a server of one model answers with it";
   EXPECT_EQ(ErrorOf(R"({"model":"m","input":"x","max_output_tokens":3})").param, "max_output_tokens");
   EXPECT_EQ(ErrorOf(R"({"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n"}}})").param,
             "text.format.schema");

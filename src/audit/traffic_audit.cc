@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "api/messages_front.h"
+#include "api/responses_front.h"
 #include "api/openai.h"
 #include "embed/calibration.h"
 #include "embed/text_classifier.h"
@@ -209,7 +210,7 @@ void TrafficAudit::AddMalformed(int64_t line_number, const std::string& error) {
 void TrafficAudit::Add(const CapturedRequest& r) {
   ++lines_;
   const bool messages = r.endpoint == "/v1/messages";
-  const bool chat = messages || r.endpoint == "/v1/chat/completions";
+  const bool chat = messages || r.endpoint == "/v1/chat/completions" || r.endpoint == "/v1/responses";
   if (!chat && r.endpoint != "/v1/completions") {
     ++other_endpoints_;
     return;
@@ -266,6 +267,14 @@ void TrafficAudit::Extract(const CapturedRequest& r, RouteState& route, Row& row
       return;
     }
     text = std::get<0>(chat).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if (r.endpoint == "/v1/responses") {  // the request alone: an earlier turn it continues is not in the line
+    auto responses = ParseResponsesRequest(text);
+    if (responses.index() != 0) {
+      ++unreadable_bodies_;
+      return;
+    }
+    text = ChatBodyFromResponses(std::get<0>(responses), nlohmann::json::array())
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   auto parsed = ParseCompletionRequest(text, endpoint);
   if (parsed.index() != 0) {

@@ -346,6 +346,19 @@ TEST(TrafficAuditTest, QuantizationReadsTheLocalModelsWeightTypes) {
   EXPECT_NE(q["config"].get<std::string>().find("tachyon model quantize"), std::string::npos) << "float weights";
 }
 
+TEST(TrafficAuditTest, ResponsesRequestsAreReadAsTheChatRequestsTheyBecome) {
+  // The same question through /v1/responses and /v1/chat/completions: one exact key.
+  CapturedRequest responses = Chat(1, "A");
+  responses.endpoint = "/v1/responses";
+  responses.body = {{"model", "chat"}, {"temperature", 0}, {"input", "A"}};
+  const nlohmann::json report = Audit({Chat(0, "A"), responses});
+  EXPECT_EQ(report["requests"], 2);
+  EXPECT_EQ(report["other_endpoints"], 0);
+  EXPECT_DOUBLE_EQ(Lever(report, "semantic_cache")["exact_hit_rate"].get<double>(), 0.5);
+  responses.body = {{"model", "chat"}, {"input", "x"}, {"tools", {{{"type", "web_search"}}}}};
+  EXPECT_EQ(Audit({responses})["unreadable_bodies"], 1);
+}
+
 TEST(TrafficAuditTest, MalformedLinesAndOtherEndpointsAreCountedNotFatal) {
   auto audit = TrafficAudit::Create({});
   ASSERT_TRUE(audit.ok());

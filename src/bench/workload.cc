@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "api/messages_front.h"
+#include "api/responses_front.h"
 #include "obs/capture.h"
 #include "tokenizer/tokenizer.h"
 
@@ -250,8 +251,8 @@ Status Workload::LoadReplay() {
       ++malformed;
       continue;
     }
-    const bool messages = r.endpoint == "/v1/messages";
-    if (!messages && r.endpoint != "/v1/chat/completions" && r.endpoint != "/v1/completions") continue;
+    const bool messages = r.endpoint == "/v1/messages", responses = r.endpoint == "/v1/responses";
+    if (!messages && !responses && r.endpoint != "/v1/chat/completions" && r.endpoint != "/v1/completions") continue;
     if (!options_.routes.empty() &&
         std::find(options_.routes.begin(), options_.routes.end(), r.route) == options_.routes.end()) {
       continue;
@@ -278,6 +279,15 @@ Status Workload::LoadReplay() {
           continue;
         }
         body = std::move(std::get<0>(chat));
+        body["stream"] = r.stream;
+      } else if (responses) {  // the request alone: an earlier turn it continued is not in the line
+        auto parsed = ParseResponsesRequest(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        if (parsed.index() != 0) {
+          ++replay_skipped_;
+          continue;
+        }
+        body = ChatBodyFromResponses(std::get<0>(parsed), nlohmann::json::array());
+        body.erase("stream_options");
         body["stream"] = r.stream;
       }
       if (!e.model.empty()) body["model"] = e.model;

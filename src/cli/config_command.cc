@@ -76,6 +76,9 @@ int RunCheck(const ConfigFlags& flags) {
                   [](const RouteConfig& r) { return r.exact_cache || r.semantic_cache; })) {
     std::printf("  cache store: %s\n", RedactRedisUrl(config.cache.store).c_str());
   }
+  std::printf("  stored responses: %s\n", config.responses.store == "cache"
+                                               ? ("in the cache store " + RedactRedisUrl(config.cache.store)).c_str()
+                                               : "in memory");
   if (!config.keys.empty()) {
     const std::optional<SharedLimitsOptions> shared = SharedLimitsOf(config);
     std::printf("  keys: %zu, limits held %s\n", config.keys.size(),

@@ -89,6 +89,7 @@ StatusOr<std::shared_ptr<Gateway>> Gateway::Build(const GatewayConfig& config, c
   }
   RETURN_IF_ERROR(g->BuildTrimmer(config, metrics));
   RETURN_IF_ERROR(g->BuildCaches(config, previous, metrics));
+  RETURN_IF_ERROR(g->BuildResponses(config, previous, metrics));
   for (const RouteConfig& r : config.routes) {
     std::vector<std::shared_ptr<BackendSlot>> slots;
     for (const std::string& name : r.backends) slots.push_back(g->Slot(name));
@@ -189,6 +190,50 @@ Status Gateway::BuildRouter(const GatewayConfig& config, MetricsRegistry* metric
   return Status::Ok();
 }
 
+// The [cache] store (once per build: the caches and the stored responses share
+// it); a reload keeps the previous gateway's when the [cache] table is unchanged.
+Status Gateway::OpenCacheStore(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics) {
+  const std::string store_key = config.cache.store + "\n" + std::to_string(config.cache.max_entries) + "\n" +
+                                std::to_string(config.cache.max_bytes) + "\n" + config.cache.password + "\n" +
+                                (config.cache.verify_tls ? "verify" : "no-verify") + "\n" + config.cache.ca_file;
+  if (cache_store_key_ == store_key) return Status::Ok();  // opened already by this build
+  store_kept_ = previous != nullptr && previous->cache_store_key_ == store_key;
+  if (store_kept_) cache_db_ = previous->cache_db_;
+  if (!store_kept_ && config.cache.store.rfind("sqlite:", 0) == 0) {
+    StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7), config.cache.max_entries, metrics);
+    if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
+    cache_db_ = std::move(opened).value();
+  }
+  if (!store_kept_ && (config.cache.store.rfind("redis://", 0) == 0 || config.cache.store.rfind("rediss://", 0) == 0)) {
+    StatusOr<std::unique_ptr<RedisStore>> opened = RedisStore::Open(
+        config.cache.store, metrics,
+        {.password = config.cache.password, .verify_tls = config.cache.verify_tls, .ca_file = config.cache.ca_file});
+    if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
+    cache_db_ = std::move(opened).value();
+  }
+  cache_store_key_ = store_key;
+  return Status::Ok();
+}
+
+// The stored responses of /v1/responses: in memory, or also in the [cache]
+// store; a reload keeps them when [responses] and the store are unchanged.
+Status Gateway::BuildResponses(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics) {
+  const ResponsesConfig& r = config.responses;
+  if (r.store == "cache") RETURN_IF_ERROR(OpenCacheStore(config, previous, metrics));
+  std::shared_ptr<CacheStore> store = r.store == "cache" ? cache_db_ : nullptr;
+  if (previous != nullptr && previous->responses_ && previous->responses_config_ == r &&
+      previous->responses_->store() == store) {
+    responses_ = previous->responses_;
+  } else {
+    responses_ = std::make_shared<ResponseStore>(r.max_entries, r.max_bytes, r.ttl, std::move(store));
+    if (Status loaded = responses_->Load(UnixTimeSeconds()); !loaded.ok()) {
+      return InvalidArgumentError(config.path + ": [responses]: " + loaded.message());
+    }
+  }
+  responses_config_ = r;
+  return Status::Ok();
+}
+
 // The cache stages and their stores; a reload keeps the stores (and their
 // entries) when the [cache] table is unchanged.
 Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics) {
@@ -212,25 +257,8 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
     semantic = semantic || r.semantic_cache.has_value();
   }
   if (!cache.routes.empty() || semantic) {
-    // A reload keeps the stores (and their entries) when [cache] is unchanged.
-    const std::string store_key = config.cache.store + "\n" + std::to_string(config.cache.max_entries) + "\n" +
-                                  std::to_string(config.cache.max_bytes) + "\n" + config.cache.password + "\n" +
-                                  (config.cache.verify_tls ? "verify" : "no-verify") + "\n" + config.cache.ca_file;
-    const bool keep = previous != nullptr && previous->cache_store_key_ == store_key;
-    if (keep) cache_db_ = previous->cache_db_;
-    if (!keep && config.cache.store.rfind("sqlite:", 0) == 0) {
-      StatusOr<std::unique_ptr<CacheDb>> opened = CacheDb::Open(config.cache.store.substr(7), config.cache.max_entries, metrics);
-      if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
-      cache_db_ = std::move(opened).value();
-    }
-    if (!keep && (config.cache.store.rfind("redis://", 0) == 0 || config.cache.store.rfind("rediss://", 0) == 0)) {
-      StatusOr<std::unique_ptr<RedisStore>> opened = RedisStore::Open(
-          config.cache.store, metrics,
-          {.password = config.cache.password, .verify_tls = config.cache.verify_tls, .ca_file = config.cache.ca_file});
-      if (!opened.ok()) return InvalidArgumentError(config.path + ": [cache] store: " + opened.status().message());
-      cache_db_ = std::move(opened).value();
-    }
-    cache_store_key_ = store_key;
+    RETURN_IF_ERROR(OpenCacheStore(config, previous, metrics));
+    const bool keep = store_kept_;
     if (!cache.routes.empty()) {
       if (keep && previous->exact_cache_) {
         exact_cache_ = previous->exact_cache_;

@@ -27,6 +27,7 @@
 #include "backend/backend.h"
 #include "base/clock.h"
 #include "backend/embedding_backend.h"
+#include "gateway/cache/response_store.h"
 #include "gateway/gateway_config.h"
 #include "gateway/pipeline.h"
 #include "gateway/routes.h"
@@ -131,6 +132,8 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   ExactCache* exact_cache() const { return exact_cache_.get(); }
   // The semantic cache's store, or null when no route has one.
   SemanticCache* semantic_cache() const { return semantic_cache_.get(); }
+  // The stored responses of /v1/responses (in memory unless [responses] keeps them in the [cache] store).
+  const std::shared_ptr<ResponseStore>& responses() const { return responses_; }
   const Offload& offload() const { return offload_; }
 
   // Told the discovered backend (gateway/discovery.h) whose member a call could
@@ -147,7 +150,9 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   Gateway() = default;
   static void Delete(Gateway* g);
   std::shared_ptr<BackendSlot> Slot(const std::string& name) const;
+  Status OpenCacheStore(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics);
   Status BuildCaches(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics);
+  Status BuildResponses(const GatewayConfig& config, const Gateway* previous, MetricsRegistry* metrics);
   Status BuildTrimmer(const GatewayConfig& config, MetricsRegistry* metrics);
   Status BuildRouter(const GatewayConfig& config, MetricsRegistry* metrics);
 
@@ -168,6 +173,11 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::shared_ptr<ExactCache> exact_cache_;
   std::shared_ptr<SemanticCache> semantic_cache_;
   std::string cache_store_key_;
+  bool store_kept_ = false;  // cache_db_ is the previous gateway's
+  // The stored responses of /v1/responses; never null once built.
+  std::shared_ptr<ResponseStore> responses_ = std::make_shared<ResponseStore>(
+      ResponsesConfig{}.max_entries, ResponsesConfig{}.max_bytes, ResponsesConfig{}.ttl);
+  ResponsesConfig responses_config_;
 };
 
 }  // namespace tachyon

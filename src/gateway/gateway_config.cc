@@ -672,10 +672,10 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
     if (k != "backend" && k != "route" && k != "server" && k != "cache" && k != "telemetry" && k != "key" &&
-        k != "limits") {
+        k != "limits" && k != "responses") {
       return InvalidArgumentError(path + ":" + std::to_string(node.source().begin.line) + ": unknown key '" + k +
-                                  "' (expected [[backend]], [[route]], [[key]], [server], [cache], [limits] or "
-                                  "[telemetry])");
+                                  "' (expected [[backend]], [[route]], [[key]], [server], [cache], [limits], "
+                                  "[responses] or [telemetry])");
     }
   }
   auto tables = [&](const char* key, const std::function<Status(const toml::table&, size_t)>& fn) -> Status {
@@ -762,6 +762,21 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     if (!n->is_table()) return InvalidArgumentError(path + ": 'cache' must be a table: [cache]");
     TableReader reader(*n->as_table(), path, "[cache]");
     RETURN_IF_ERROR(ReadCache(reader, path, env, &config.cache));
+  }
+  config.responses.store = root.get("cache") != nullptr && config.cache.store != "memory" ? "cache" : "memory";
+  if (const toml::node* n = root.get("responses")) {
+    if (!n->is_table()) return InvalidArgumentError(path + ": 'responses' must be a table: [responses]");
+    TableReader t(*n->as_table(), path, "[responses]");
+    ResponsesConfig& r = config.responses;
+    RETURN_IF_ERROR(t.String("store", &r.store));
+    if (r.store != "memory" && r.store != "cache") {
+      return t.Error(*t.Get("store"), "store", "must be \"memory\" or \"cache\" (the [cache] store), not \"" +
+                                                   r.store + "\"");
+    }
+    RETURN_IF_ERROR(t.Number("ttl", &r.ttl, 1, 1e9));
+    RETURN_IF_ERROR(t.Integer("max_entries", &r.max_entries, 1, INT64_MAX));
+    RETURN_IF_ERROR(t.Integer("max_bytes", &r.max_bytes, 1, INT64_MAX));
+    RETURN_IF_ERROR(t.NoOtherKeys());
   }
   if (const toml::node* n = root.get("limits")) {
     if (!n->is_table()) return InvalidArgumentError(path + ": 'limits' must be a table: [limits]");

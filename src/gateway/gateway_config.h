@@ -8,6 +8,7 @@
 //   [server]                    host, port, api_key_env, ... (flags win)
 //   [cache]                     store, max_entries, max_bytes
 //   [limits]                    store, replicas (where the keys' limits are held)
+//   [responses]                 store, ttl, max_entries, max_bytes (stored /v1/responses)
 #pragma once
 
 #include <optional>
@@ -161,6 +162,18 @@ struct LimitsConfig {
   int replicas = 1;
 };
 
+// [responses]: the stored responses of /v1/responses (gateway/cache/response_store.h).
+struct ResponsesConfig {
+  // "memory" (this process, forgotten at a restart), or "cache": also kept in the
+  // [cache] store (its SQLite file, or its Redis, shared by replicas). Absent:
+  // "cache" when the config has a [cache] table whose store is not memory.
+  std::string store = "memory";
+  double ttl = 30 * 86400.0;  // seconds, OpenAI's 30 days
+  size_t max_entries = 100000;
+  size_t max_bytes = size_t{256} << 20;
+  bool operator==(const ResponsesConfig&) const = default;
+};
+
 struct GatewayConfig {
   std::string path;
   std::vector<BackendConfig> backends;
@@ -171,6 +184,7 @@ struct GatewayConfig {
   // [[key]]: the clients' keys, each with its tenant, routes and limits (gateway/keys/keyring.h).
   std::vector<KeyConfig> keys;
   LimitsConfig limits;
+  ResponsesConfig responses;
 };
 
 // Where the keys' limits are held ([limits]): a Redis store, or none (each process

@@ -466,7 +466,7 @@ TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_NE(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n").find("no [[route]]"),
             std::string::npos);
   EXPECT_EQ(ErrorOf("[routes]\n"), "t.toml:1: unknown key 'routes' (expected [[backend]], [[route]], [[key]], [server], "
-                                    "[cache], [limits] or [telemetry])");
+                                    "[cache], [limits], [responses] or [telemetry])");
   EXPECT_NE(ErrorOf("[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x'\n[[backend]]\nname='a'\nkind='openai'\n"
                     "base_url='http://y'\n").find("a second backend named 'a'"),
             std::string::npos);
@@ -565,6 +565,25 @@ TEST(GatewayConfigTest, LimitsTable) {
   EXPECT_EQ(o->url, "redis://limits:6379");
   EXPECT_TRUE(o->verify_tls) << "another store: none of the cache's settings";
   EXPECT_EQ(o->replicas, 2);
+}
+
+TEST(GatewayConfigTest, ResponsesTable) {
+  const std::string base = "[[backend]]\nname='a'\nkind='openai'\nbase_url='http://x/v1'\n"
+                           "[[route]]\nmodel='chat'\nbackends=['a']\n";
+  EXPECT_EQ(Parse(base)->responses.store, "memory") << "no [cache] table: memory";
+  EXPECT_EQ(Parse(base + "[cache]\nstore='sqlite:/tmp/x.db'\n")->responses.store, "cache");
+  EXPECT_EQ(Parse(base + "[cache]\nstore='memory'\n")->responses.store, "memory");
+  StatusOr<GatewayConfig> c = Parse(base + "[cache]\nstore='redis://r:6379'\n"
+                                           "[responses]\nstore='memory'\nttl=3600\nmax_entries=5\nmax_bytes=1000\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->responses.store, "memory");
+  EXPECT_EQ(c->responses.ttl, 3600);
+  EXPECT_EQ(c->responses.max_entries, 5u);
+  EXPECT_EQ(c->responses.max_bytes, 1000u);
+  EXPECT_EQ(Parse(base + "[responses]\nstore='cache'\n")->responses.store, "cache");
+  EXPECT_NE(ErrorOf(base + "[responses]\nstore='redis://x'\n").find("\"memory\" or \"cache\""), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[responses]\nttl=0\n").find("'ttl'"), std::string::npos);
+  EXPECT_NE(ErrorOf(base + "[responses]\nsize=1\n").find("unknown key"), std::string::npos);
 }
 
 TEST(GatewayConfigTest, FingerprintsChangeWithTheBackendsTable) {

@@ -81,11 +81,6 @@ double UnixSecondsNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The responses kept for previous_response_id: OpenAI keeps them 30 days.
-constexpr size_t kStoredResponses = 100000;
-constexpr size_t kStoredResponseBytes = size_t{256} << 20;
-constexpr double kStoredResponseTtlSeconds = 30 * 86400.0;
-
 // A request's key once admitted: what the answer's end settles.
 struct KeyUse {
   std::shared_ptr<const Keyring::Key> key;  // null: the server has no keys
@@ -360,48 +355,51 @@ class HttpSink : public GatewaySink {
     const ResponsesUsage usage{.input_tokens = result.usage.prompt_tokens,
                                .cached_tokens = std::max<int64_t>(0, result.num_cached_tokens),
                                .output_tokens = result.usage.completion_tokens};
-    int status = 200;
-    nlohmann::json response;
+    // A stored response is kept before the client reads its end: the next request
+    // may name it as previous_response_id at once.
+    auto keep = [&](const nlohmann::json& response) {
+      if (!responses_->store || response.value("status", "") == "failed") return;
+      responses_->store->Put(response["id"].get<std::string>(),
+                             {.tenant = responses_->tenant, .response = response, .conversation = responses_->conversation},
+                             UnixSecondsNow());
+    };
     if (started_ || (request_->stream && ok)) {
       if (!started_) writer_->StartStream(200, "text/event-stream", Headers(info));
       std::string events;
+      int status = 200;
       if (ok) {
         responses_events_->End(usage, result.has_usage, &events);
       } else {
         responses_events_->Fail(result.error, &events);
         status = result.error.http_status;
       }
+      keep(responses_events_->response());
       writer_->Write(std::move(events));
       writer_->End();
-      response = responses_events_->response();
-    } else if (ok) {
-      auto answer = ResponseFromChat(result.body, responses_->skeleton, usage, result.has_usage);
-      if (answer.index() == 1) {
-        status = 502;
-        SendError(*writer_, {502, "the backend's answer could not be translated: " + std::get<1>(answer),
-                             "api_error", "", ""}, Headers(info));
-        return status;
-      }
-      response = std::move(std::get<0>(answer));
-      writer_->Respond(200, "application/json", response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                       Headers(info));
-    } else {
-      status = result.kind == BackendResult::Kind::kRejected ? result.http_status : result.error.http_status;
-      HttpHeaders headers = Headers(info);
-      if (result.retry_after_seconds >= 0) {
-        headers.emplace_back("retry-after", std::to_string(static_cast<int64_t>(result.retry_after_seconds)));
-      }
-      if (result.kind == BackendResult::Kind::kRejected) {
-        writer_->Respond(status, result.content_type, result.body, std::move(headers));
-      } else {
-        SendError(*writer_, result.error, std::move(headers));
-      }
       return status;
     }
-    if (responses_->store && response.value("status", "") != "failed") {
-      responses_->store->Put(response["id"].get<std::string>(),
-                             {.tenant = responses_->tenant, .response = response, .conversation = responses_->conversation},
-                             UnixSecondsNow());
+    if (ok) {
+      auto answer = ResponseFromChat(result.body, responses_->skeleton, usage, result.has_usage);
+      if (answer.index() == 1) {
+        SendError(*writer_, {502, "the backend's answer could not be translated: " + std::get<1>(answer),
+                             "api_error", "", ""}, Headers(info));
+        return 502;
+      }
+      const nlohmann::json& response = std::get<0>(answer);
+      keep(response);
+      writer_->Respond(200, "application/json", response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       Headers(info));
+      return 200;
+    }
+    const int status = result.kind == BackendResult::Kind::kRejected ? result.http_status : result.error.http_status;
+    HttpHeaders headers = Headers(info);
+    if (result.retry_after_seconds >= 0) {
+      headers.emplace_back("retry-after", std::to_string(static_cast<int64_t>(result.retry_after_seconds)));
+    }
+    if (result.kind == BackendResult::Kind::kRejected) {
+      writer_->Respond(status, result.content_type, result.body, std::move(headers));
+    } else {
+      SendError(*writer_, result.error, std::move(headers));
     }
     return status;
   }
@@ -570,7 +568,6 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options, GatewayHolder* gateway, 
       started_(UnixNow()),
       stats_window_(std::make_unique<MetricsWindow>(metrics, StatsFamilies(), kStatsIntervalSeconds, kStatsSamples)) {
   options_ = WithKeyring(std::move(options), nullptr);
-  responses_ = std::make_shared<ResponseStore>(kStoredResponses, kStoredResponseBytes, kStoredResponseTtlSeconds);
   stats_window_->Start();
 }
 
@@ -807,10 +804,11 @@ void OpenAiServer::HandleResponses(HttpRequest http, std::shared_ptr<ResponseWri
   call->request = std::move(std::get<ResponsesRequest>(parsed));
   call->tenant = key ? key->config.tenant : "";
   const ResponsesRequest& r = call->request;
+  const std::shared_ptr<ResponseStore> stored = gateway_->Get()->responses();
   nlohmann::json history = nlohmann::json::array();
   if (!r.previous_response_id.empty()) {
     std::shared_ptr<const ResponseStore::Entry> previous =
-        responses_->Get(r.previous_response_id, call->tenant, UnixSecondsNow());
+        stored->Get(r.previous_response_id, call->tenant, UnixSecondsNow());
     if (previous == nullptr) {
       return refuse({404, "Previous response with id '" + r.previous_response_id + "' not found.",
                      "invalid_request_error", "previous_response_id", "previous_response_not_found"});
@@ -825,7 +823,7 @@ void OpenAiServer::HandleResponses(HttpRequest http, std::shared_ptr<ResponseWri
   const std::string id = NewResponseId();
   call->skeleton = ResponseSkeleton(r, id, UnixNow());
   if (r.store) {
-    call->store = responses_;
+    call->store = stored;
     call->conversation = std::move(history);
     size_t n = 0;
     for (nlohmann::json item : r.input_items) {  // listed with ids, as OpenAI lists input items
@@ -850,14 +848,15 @@ void OpenAiServer::HandleStoredResponse(const HttpRequest& request, const std::s
   }
   const std::string tenant = key ? key->config.tenant : "";
   const double now = UnixSecondsNow();
+  const std::shared_ptr<ResponseStore> responses = gateway_->Get()->responses();
   const ApiError missing{404, "Response with id '" + id + "' not found.", "invalid_request_error", "", "not_found"};
   if (del) {
-    if (!responses_->Delete(id, tenant, now)) return SendError(writer, missing);
+    if (!responses->Delete(id, tenant, now)) return SendError(writer, missing);
     writer.Respond(200, "application/json",
                    nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
     return;
   }
-  std::shared_ptr<const ResponseStore::Entry> entry = responses_->Get(id, tenant, now);
+  std::shared_ptr<const ResponseStore::Entry> entry = responses->Get(id, tenant, now);
   if (entry == nullptr) return SendError(writer, missing);
   if (!items) {
     writer.Respond(200, "application/json",
@@ -1069,14 +1068,19 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
   if (request.method == "GET") {
     nlohmann::json stats = exact ? exact->Stats() : nlohmann::json{{"entries", 0}, {"bytes", 0}, {"routes", {}}};
     stats["semantic"] = semantic ? semantic->Stats() : nlohmann::json{{"entries", 0}, {"bytes", 0}, {"routes", {}}};
+    const ResponseStore& responses = *gateway->responses();
+    stats["responses"] = {{"entries", responses.size()}, {"bytes", responses.bytes()}, {"store", responses.describe()}};
     writer.Respond(200, "application/json", stats.dump());
   } else if (request.method == "DELETE") {
     const size_t exact_purged = exact ? exact->Purge(route, tenant) : 0;
     const size_t semantic_purged = semantic ? semantic->Purge(route, tenant) : 0;
+    // Stored responses belong to a tenant, not a route: a purge of a route leaves them.
+    const size_t responses_purged = route.empty() ? gateway->responses()->Purge(tenant) : 0;
     writer.Respond(200, "application/json",
-                   nlohmann::json({{"purged", exact_purged + semantic_purged},
+                   nlohmann::json({{"purged", exact_purged + semantic_purged + responses_purged},
                                    {"exact", exact_purged},
                                    {"semantic", semantic_purged},
+                                   {"responses", responses_purged},
                                    {"route", route},
                                    {"tenant", tenant}})
                        .dump());

@@ -37,7 +37,7 @@
 #include "gateway/gateway.h"
 #include "gateway/keys/keyring.h"
 #include "gateway/keys/shared_limits.h"
-#include "server/response_store.h"
+#include "gateway/cache/response_store.h"
 #include "http/http_server.h"
 #include "obs/capture.h"
 #include "obs/metrics.h"
@@ -150,8 +150,6 @@ class OpenAiServer {
   const int64_t started_;
   // The metrics /v1/stats reads, sampled once a second by a thread of its own.
   std::unique_ptr<MetricsWindow> stats_window_;
-  // The responses of /v1/responses kept for previous_response_id (store: true).
-  std::shared_ptr<ResponseStore> responses_;
   std::atomic<int64_t> next_id_{1};
 };
 

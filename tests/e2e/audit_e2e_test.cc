@@ -86,13 +86,16 @@ TEST_F(AuditE2eTest, CaptureAuditAndReplayTheSameTraffic) {
   Post("/v1/chat/completions", ChatBody("A cat sat on the mat.", true));
   Post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
   Post("/v1/chat/completions", {{"messages", "not a list"}});
+  // The Responses API: read (and replayed) as the chat request it becomes.
+  Post("/v1/responses", {{"instructions", kSystem}, {"input", "Tell me a story."}, {"max_output_tokens", 16},
+                         {"temperature", 0}, {"stream", true}});
   ASSERT_EQ(server_->Stop(), 0);  // the capture is written through before the process ends
 
   struct stat st {};
   ASSERT_EQ(::stat(capture_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "the capture holds prompts: only its owner reads it";
   const std::vector<nlohmann::json> lines = Lines();
-  ASSERT_EQ(lines.size(), 8u);
+  ASSERT_EQ(lines.size(), 9u);
   int refused = 0, streamed = 0;
   for (const auto& line : lines) {
     for (const char* key : {"ts", "endpoint", "status", "e2e_ms", "route", "tenant", "backend"}) {
@@ -112,21 +115,24 @@ TEST_F(AuditE2eTest, CaptureAuditAndReplayTheSameTraffic) {
     streamed += line["stream"].get<bool>();
   }
   EXPECT_EQ(refused, 1);
-  EXPECT_EQ(streamed, 4);
+  EXPECT_EQ(streamed, 5);
+  EXPECT_EQ(lines.back()["endpoint"], "/v1/responses");
 
-  // The audit: 7 requests; 2 of the 6 chats repeat an earlier one exactly; 3 of 7 answered whole.
+  // The audit: 8 requests; 2 of the 6 chats repeat an earlier one exactly (the
+  // Responses request asks for 16 tokens: another key); 3 of 8 answered whole.
   const std::string html = dir_ + "/audit.html";
   CommandResult audit = RunTachyon("audit --json --html " + html + " " + capture_);
   ASSERT_EQ(audit.exit_code, 0) << audit.err;
   const nlohmann::json report = nlohmann::json::parse(audit.out);
-  EXPECT_EQ(report["requests"], 7);
-  EXPECT_EQ(report["lines"], 8);
-  EXPECT_DOUBLE_EQ(Lever(report, "streaming")["non_streaming_share"].get<double>(), 0.4286);
-  EXPECT_DOUBLE_EQ(Lever(report, "semantic_cache")["exact_duplicate_share"].get<double>(), 0.2857)
+  EXPECT_EQ(report["requests"], 8);
+  EXPECT_EQ(report["lines"], 9);
+  EXPECT_EQ(report["other_endpoints"], 0);
+  EXPECT_DOUBLE_EQ(Lever(report, "streaming")["non_streaming_share"].get<double>(), 0.375);
+  EXPECT_DOUBLE_EQ(Lever(report, "semantic_cache")["exact_duplicate_share"].get<double>(), 0.25)
       << "stream true and false ask the same question: one key";
   EXPECT_GT(Lever(report, "prefix_caching")["shared_prefix_token_share"].get<double>(), 0)
       << "the repeats share their whole prompt";
-  EXPECT_EQ(Lever(report, "continuous_batching")["local_requests"], 7);
+  EXPECT_EQ(Lever(report, "continuous_batching")["local_requests"], 8);
   EXPECT_TRUE(fs::exists(html));
   CommandResult text = RunTachyon("audit " + capture_);
   ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -147,10 +153,10 @@ TEST_F(AuditE2eTest, CaptureAuditAndReplayTheSameTraffic) {
     CommandResult replay = RunTachyon("bench --url " + server_->url() + " --workload replay --traffic " + capture_ +
                                       " --time-scale 10 --out " + dir_ + "/" + name + ".json");
     ASSERT_EQ(replay.exit_code, 0) << replay.err << replay.out;
-    EXPECT_NE(replay.out.find("replay: 7 requests"), std::string::npos) << replay.out;
+    EXPECT_NE(replay.out.find("replay: 8 requests"), std::string::npos) << replay.out;
     EXPECT_NE(replay.out.find("1 refused ones left out"), std::string::npos) << replay.out;
     const nlohmann::json run = nlohmann::json::parse(std::ifstream(dir_ + "/" + name + ".json"));
-    ASSERT_EQ(run["records"].size(), 7u);
+    ASSERT_EQ(run["records"].size(), 8u);
     for (const auto& r : run["records"]) EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
   }
   CommandResult compare = RunTachyon("bench compare " + dir_ + "/before.json " + dir_ + "/after.json");

@@ -69,7 +69,10 @@ StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path, size_t
                           "CREATE TABLE IF NOT EXISTS semantic_cache (key TEXT PRIMARY KEY, endpoint INTEGER, "
                           "model TEXT, text TEXT, finish_reason TEXT, has_usage INTEGER, prompt_tokens INTEGER, "
                           "completion_tokens INTEGER, stored REAL, expires REAL, route TEXT, tenant TEXT, "
-                          "scope TEXT, embedder TEXT, question TEXT, vector BLOB)"}) {
+                          "scope TEXT, embedder TEXT, question TEXT, vector BLOB)",
+                          "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint INTEGER, "
+                          "model TEXT, text TEXT, finish_reason TEXT, has_usage INTEGER, prompt_tokens INTEGER, "
+                          "completion_tokens INTEGER, stored REAL, expires REAL, route TEXT, tenant TEXT)"}) {
     Status s = Exec(c->db_, sql);
     if (!s.ok()) return s.WithContext("cache store " + path);
   }
@@ -86,7 +89,7 @@ StatusOr<std::unique_ptr<CacheDb>> CacheDb::Open(const std::string& path, size_t
 
 void CacheDb::Prune() {
   last_prune_ = std::chrono::steady_clock::now();
-  for (const char* table : {"exact_cache", "semantic_cache"}) {
+  for (const char* table : {"exact_cache", "semantic_cache", "responses"}) {
     sqlite3_stmt* s = nullptr;
     const std::string expired = std::string("DELETE FROM ") + table + " WHERE expires <= ?";
     if (sqlite3_prepare_v2(db_, expired.c_str(), -1, &s, nullptr) == SQLITE_OK) {
@@ -126,8 +129,9 @@ StatusOr<std::vector<StoredEntry>> CacheDb::LoadIdle(CacheTable table, double no
   const std::string sql = std::string(
                               "SELECT key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, "
                               "completion_tokens, stored, expires, route, tenant") +
-                          (table == CacheTable::kSemantic ? ", scope, embedder, question, vector FROM semantic_cache"
-                                                     : " FROM exact_cache") +
+                          (table == CacheTable::kSemantic    ? ", scope, embedder, question, vector FROM semantic_cache"
+                           : table == CacheTable::kResponses ? " FROM responses"
+                                                             : " FROM exact_cache") +
                           " WHERE expires > ? ORDER BY stored DESC LIMIT ?";
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
     return SqliteError(db_, "cache store " + path_);
@@ -177,12 +181,15 @@ void CacheDb::Apply(std::vector<StoreWriteQueue::Op>& ops) {
     std::fprintf(stderr, "tachyon: cache store %s: BEGIN failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
     return;
   }
-  sqlite3_stmt *put[2] = {nullptr, nullptr}, *del[2] = {nullptr, nullptr};
-  sqlite3_prepare_v2(db_,
-                     "INSERT OR REPLACE INTO exact_cache (key, endpoint, model, text, finish_reason, has_usage, "
-                     "prompt_tokens, completion_tokens, stored, expires, route, tenant) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     -1, &put[0], nullptr);
+  // [0] exact, [1] semantic, [2] responses (the exact table's columns).
+  sqlite3_stmt *put[3] = {nullptr, nullptr, nullptr}, *del[3] = {nullptr, nullptr, nullptr};
+  for (int t : {0, 2}) {
+    const std::string insert = std::string("INSERT OR REPLACE INTO ") + (t == 0 ? "exact_cache" : "responses") +
+                               " (key, endpoint, model, text, finish_reason, has_usage, prompt_tokens, "
+                               "completion_tokens, stored, expires, route, tenant) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    sqlite3_prepare_v2(db_, insert.c_str(), -1, &put[t], nullptr);
+  }
   sqlite3_prepare_v2(db_,
                      "INSERT OR REPLACE INTO semantic_cache (key, endpoint, model, text, finish_reason, has_usage, "
                      "prompt_tokens, completion_tokens, stored, expires, route, tenant, scope, embedder, question, "
@@ -190,12 +197,13 @@ void CacheDb::Apply(std::vector<StoreWriteQueue::Op>& ops) {
                      -1, &put[1], nullptr);
   sqlite3_prepare_v2(db_, "DELETE FROM exact_cache WHERE key = ?", -1, &del[0], nullptr);
   sqlite3_prepare_v2(db_, "DELETE FROM semantic_cache WHERE key = ?", -1, &del[1], nullptr);
+  sqlite3_prepare_v2(db_, "DELETE FROM responses WHERE key = ?", -1, &del[2], nullptr);
   auto text = [](sqlite3_stmt* s, int i, const std::string& v) {
     sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
   };
   for (const StoreWriteQueue::Op& op : ops) {
     const StoredEntry& e = op.entry;
-    const int t = op.table == CacheTable::kSemantic ? 1 : 0;
+    const int t = op.table == CacheTable::kSemantic ? 1 : op.table == CacheTable::kResponses ? 2 : 0;
     sqlite3_stmt* s = op.put ? put[t] : del[t];
     if (s == nullptr) continue;
     sqlite3_reset(s);
@@ -224,7 +232,7 @@ void CacheDb::Apply(std::vector<StoreWriteQueue::Op>& ops) {
       std::fprintf(stderr, "tachyon: cache store %s: write failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
     }
   }
-  for (sqlite3_stmt* s : {put[0], put[1], del[0], del[1]}) sqlite3_finalize(s);
+  for (sqlite3_stmt* s : {put[0], put[1], put[2], del[0], del[1], del[2]}) sqlite3_finalize(s);
   if (!Exec(db_, "COMMIT").ok()) {
     std::fprintf(stderr, "tachyon: cache store %s: COMMIT failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
     (void)Exec(db_, "ROLLBACK");  // what failed is already reported

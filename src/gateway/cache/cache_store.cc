@@ -2,6 +2,15 @@
 
 namespace tachyon {
 
+const char* CacheTableName(CacheTable table) {
+  switch (table) {
+    case CacheTable::kExact: return "exact";
+    case CacheTable::kSemantic: return "semantic";
+    case CacheTable::kResponses: return "responses";
+  }
+  return "exact";
+}
+
 double UnixTimeSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

@@ -18,7 +18,11 @@
 
 namespace tachyon {
 
-enum class CacheTable { kExact, kSemantic };
+// kResponses: the stored responses of /v1/responses (response_store.h), each an
+// entry whose answer text is the response and its conversation as JSON.
+enum class CacheTable { kExact, kSemantic, kResponses };
+// "exact", "semantic", "responses": the table's name in logs and in Redis keys.
+const char* CacheTableName(CacheTable table);
 
 // Seconds since the epoch, now: stores keep times this way (they outlive the process).
 double UnixTimeSeconds();

@@ -25,7 +25,7 @@ using Reply = RedisReplyPtr;
 constexpr double kIoTimeoutSeconds = 2.0;
 
 std::string Key(CacheTable table, const std::string& key) {
-  return std::string(kPrefix) + (table == CacheTable::kSemantic ? "semantic:" : "exact:") + key;
+  return std::string(kPrefix) + CacheTableName(table) + ":" + key;
 }
 
 std::string Number(double v) {
@@ -255,8 +255,7 @@ bool RedisStore::Write(RedisConnection& c, const StoreWriteQueue::Op& op, std::s
     commands.push_back({"DEL", key});
   }
   commands.push_back({"XADD", kLog, "MAXLEN", "~", "100000", "*", "origin", origin_, "table",
-                      op.table == CacheTable::kSemantic ? "semantic" : "exact", "op", op.put ? "put" : "del", "key",
-                      e.key});
+                      CacheTableName(op.table), "op", op.put ? "put" : "del", "key", e.key});
   commands.push_back({"EXEC"});
   for (const auto& args : commands) c.Append(args);
   bool ok = true;
@@ -388,7 +387,9 @@ void RedisStore::ReaderLoop() {
       std::map<std::string, std::string> f;
       for (size_t k = 0; k + 1 < fields->elements; k += 2) f[Text(fields->element[k])] = Text(fields->element[k + 1]);
       if (f["origin"] == origin_) continue;
-      const CacheTable table = f["table"] == "semantic" ? CacheTable::kSemantic : CacheTable::kExact;
+      const CacheTable table = f["table"] == "semantic"    ? CacheTable::kSemantic
+                               : f["table"] == "responses" ? CacheTable::kResponses
+                                                           : CacheTable::kExact;
       Deliver(*c, table, f["op"] == "put", f["key"]);
     }
   }

@@ -4,7 +4,8 @@
 //
 // Layout (prefix "tachyon:"): each entry is a hash, tachyon:exact:KEY or
 // tachyon:semantic:KEY (the answer, its route and tenant, the times; a semantic
-// entry also its scope, embedder, question and float32 vector), expiring with
+// entry also its scope, embedder, question and float32 vector), or
+// tachyon:responses:ID (a stored response of /v1/responses), expiring with
 // the entry (PEXPIREAT). Every put and delete is also appended to the stream
 // tachyon:log (origin, table, op, key; trimmed to about 100,000 items) in the
 // same MULTI/EXEC, so a replica that reads the log finds the hash written.

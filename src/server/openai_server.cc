@@ -12,7 +12,7 @@
 #include "api/messages_front.h"
 #include "api/responses_front.h"
 #include "base/constant_time.h"
-#include "base/percent_decode.h"
+#include "base/query_string.h"
 #include "gateway/cache/exact_cache.h"
 #include "gateway/cache/semantic_cache.h"
 #include "server/stats_report.h"
@@ -48,20 +48,9 @@ std::string BearerSecret(const HttpRequest& request) {
 // /dashboard's key: Authorization: Bearer, or ?key= (a browser opening the page sends no header).
 std::string DashboardSecret(const HttpRequest& request) {
   if (std::string bearer = BearerSecret(request); !bearer.empty()) return bearer;
-  const size_t q = request.target.find('?');
-  if (q == std::string::npos) return "";
-  const std::string query = request.target.substr(q + 1);
-  size_t start = 0;
-  while (start <= query.size()) {
-    size_t end = query.find('&', start);
-    if (end == std::string::npos) end = query.size();
-    if (query.compare(start, 4, "key=") == 0) {
-      std::string key;
-      return PercentDecode(query.substr(start + 4, end - start - 4), &key) ? key : "";
-    }
-    start = end + 1;
-  }
-  return "";
+  const std::map<std::string, std::string> query = ParseQuery(QueryOf(request.target));
+  auto key = query.find("key");
+  return key == query.end() ? "" : key->second;
 }
 
 using SteadyClock = std::chrono::steady_clock;
@@ -864,19 +853,7 @@ void OpenAiServer::HandleStoredResponse(const HttpRequest& request, const std::s
     return;
   }
   // ?limit=1..100 (20), order=asc|desc (desc, as OpenAI), after=ITEM_ID.
-  std::map<std::string, std::string> query;
-  if (const size_t q = request.target.find('?'); q != std::string::npos) {
-    std::string rest = request.target.substr(q + 1);
-    size_t at = 0;
-    while (at <= rest.size()) {
-      const size_t amp = std::min(rest.find('&', at), rest.size());
-      const std::string pair = rest.substr(at, amp - at);
-      const size_t eq = pair.find('=');
-      std::string value;
-      if (eq != std::string::npos && PercentDecode(pair.substr(eq + 1), &value)) query[pair.substr(0, eq)] = value;
-      at = amp + 1;
-    }
-  }
+  std::map<std::string, std::string> query = ParseQuery(QueryOf(request.target));
   int limit = 20;
   if (query.count("limit")) {
     char* end = nullptr;
@@ -1040,28 +1017,9 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
   const std::shared_ptr<const OpenAiServerOptions> options = Options();
   if (!AdminAllowed(request, *options, writer)) return;
   // ?route=NAME&tenant=NAME, percent-decoded.
-  auto decode = [](const std::string& v) {
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i] == '%' && i + 2 < v.size() && std::isxdigit(static_cast<unsigned char>(v[i + 1])) &&
-          std::isxdigit(static_cast<unsigned char>(v[i + 2]))) {
-        out.push_back(static_cast<char>(std::stoi(v.substr(i + 1, 2), nullptr, 16)));
-        i += 2;
-      } else {
-        out.push_back(v[i] == '+' ? ' ' : v[i]);
-      }
-    }
-    return out;
-  };
-  std::string route, tenant;
-  for (size_t start = 0; start < query.size();) {
-    const size_t amp = query.find('&', start);
-    const std::string pair = query.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
-    if (pair.rfind("route=", 0) == 0) route = decode(pair.substr(6));
-    if (pair.rfind("tenant=", 0) == 0) tenant = decode(pair.substr(7));
-    if (amp == std::string::npos) break;
-    start = amp + 1;
-  }
+  const std::map<std::string, std::string> params = ParseQuery(query);
+  const std::string route = params.count("route") ? params.at("route") : "";
+  const std::string tenant = params.count("tenant") ? params.at("tenant") : "";
   const std::shared_ptr<const Gateway> gateway = gateway_->Get();
   ExactCache* exact = gateway->exact_cache();
   SemanticCache* semantic = gateway->semantic_cache();

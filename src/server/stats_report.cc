@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/query_string.h"
+
 namespace tachyon {
 namespace {
 
@@ -131,15 +133,7 @@ std::vector<std::string> StatsFamilies() {
 }
 
 bool ParseStatsQuery(const std::string& query, StatsQuery* out, std::string* error) {
-  size_t start = 0;
-  while (start < query.size()) {
-    size_t end = query.find('&', start);
-    if (end == std::string::npos) end = query.size();
-    const std::string pair = query.substr(start, end - start);
-    start = end + 1;
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    const std::string key = pair.substr(0, eq), value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+  for (const auto& [key, value] : ParseQuery(query)) {
     double* target = key == "window" ? &out->window_seconds : key == "step" ? &out->step_seconds : nullptr;
     if (target == nullptr) {
       *error = "unknown parameter '" + key + "' (window and step, in seconds)";

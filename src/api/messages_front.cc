@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "api/front_door.h"
 #include "api/json_parse.h"
 
 namespace tachyon {
@@ -9,23 +10,10 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Invalid {
-  ApiError error;
-};
-
-[[noreturn]] void Refuse(const std::string& message, const std::string& param = "") {
-  throw Invalid{ApiError{400, message, "invalid_request_error", param, ""}};
-}
-
-void Require(bool ok, const std::string& message, const std::string& param = "") {
-  if (!ok) Refuse(message, param);
-}
-
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
+using front_door::Field;
+using front_door::Invalid;
+using front_door::Refuse;
+using front_door::Require;
 
 // Counts the client's cache_control breakpoints (at most 4) and keeps them.
 struct Breakpoints {

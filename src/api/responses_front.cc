@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "api/front_door.h"
 #include "api/json_parse.h"
 
 namespace tachyon {
@@ -12,24 +13,10 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Invalid {
-  ApiError error;
-};
-
-[[noreturn]] void Refuse(const std::string& message, const std::string& param = "", const std::string& code = "") {
-  throw Invalid{ApiError{400, message, "invalid_request_error", param, code}};
-}
-
-void Require(bool ok, const std::string& message, const std::string& param = "") {
-  if (!ok) Refuse(message, param);
-}
-
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object()) return kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
+using front_door::Field;
+using front_door::Invalid;
+using front_door::Refuse;
+using front_door::Require;
 
 bool Present(const json& object, const char* key) { return !Field(object, key).is_null(); }
 

@@ -149,7 +149,9 @@ TEST_F(EmbeddingsE2eTest, ConcurrentRequestsGetTheirOwnVectors) {
   for (int i = 0; i < kRequests; ++i) {
     ASSERT_TRUE(together[i].contains("data")) << together[i].dump();
     EXPECT_GT(Cosine(Vector(alone[i], 0), Vector(together[i], 0)), 0.99999) << i;
-    if (i > 0) EXPECT_LT(Cosine(Vector(together[i - 1], 0), Vector(together[i], 0)), 0.9999) << i;
+    if (i > 0) {
+      EXPECT_LT(Cosine(Vector(together[i - 1], 0), Vector(together[i], 0)), 0.9999) << i;
+    }
   }
 }
 

@@ -253,9 +253,15 @@ TEST_F(HostileTest, EveryMalformedRequestGetsItsErrorAndTheServerStaysIdle) {
     ASSERT_TRUE(a.body.is_object() && a.body.contains("error")) << a.body.dump();
     const nlohmann::json& e = a.body["error"];
     EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty());
-    if (!c.type.empty()) EXPECT_EQ(e["type"], c.type) << e.dump();
-    if (!c.code.empty()) EXPECT_EQ(e["code"], c.code) << e.dump();
-    if (!c.param.empty()) EXPECT_EQ(e["param"], c.param) << e.dump();
+    if (!c.type.empty()) {
+      EXPECT_EQ(e["type"], c.type) << e.dump();
+    }
+    if (!c.code.empty()) {
+      EXPECT_EQ(e["code"], c.code) << e.dump();
+    }
+    if (!c.param.empty()) {
+      EXPECT_EQ(e["param"], c.param) << e.dump();
+    }
   }
   const std::string engine = "{model_name=\"stories260K\",backend=\"local\"}";
   std::string metrics;

@@ -203,7 +203,9 @@ TEST_F(ReliabilityE2eTest, ReasoningIsNeverServedAsCachedContent) {
         EXPECT_EQ(hit.find("SECRET-THOUGHT"), std::string::npos)
             << route << " first_streamed=" << first_streamed << " stream=" << stream << ": reasoning served\n" << hit;
         EXPECT_NE(hit.find(" tok tok tok"), std::string::npos) << hit;
-        if (!stream) EXPECT_EQ(BodyOf(hit)["choices"][0]["message"]["content"], " tok tok tok") << hit;
+        if (!stream) {
+          EXPECT_EQ(BodyOf(hit)["choices"][0]["message"]["content"], " tok tok tok") << hit;
+        }
       }
     }
   }

@@ -490,7 +490,9 @@ TEST(ServeToolsTest, ForcedCallsAreValidCalls) {
     for (const auto& call : message["tool_calls"]) {
       const std::string name = call["function"]["name"];
       ASSERT_TRUE(validators.count(name)) << body;
-      if (seed % 2 == 1) EXPECT_EQ(name, "search_docs");
+      if (seed % 2 == 1) {
+        EXPECT_EQ(name, "search_docs");
+      }
       const nlohmann::json args = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
       EXPECT_EQ(validators.at(name).Check(args), "") << body;
       EXPECT_EQ(call["type"], "function");

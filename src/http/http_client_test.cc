@@ -268,6 +268,24 @@ TEST(HttpClientHostileTest, AConnectionOutOfStepIsNotReused) {
   EXPECT_EQ(d.body, "fresh");
 }
 
+// A Content-Length of terabytes, then 5 bytes and the end: the body is taken as
+// it comes (nothing is allocated for what was announced) and the early end is an error.
+TEST(HttpClientHostileTest, AnAnnouncedBodyIsNotAllocatedAhead) {
+  ScriptedServer server([](int, int fd) {
+    if (!ScriptedServer::ReadRequest(fd)) return;
+    const std::string out = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 6666666666665\r\n\r\noops!";
+    ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+  });
+  HttpClient client;
+  Exchange e;
+  client.Send({.method = "GET", .host = "127.0.0.1", .port = server.port(), .target = "/", .timeout_seconds = 5},
+              Collect(&e));
+  client.Run();
+  EXPECT_EQ(e.status, 500);
+  EXPECT_EQ(e.body, "oops!");
+  EXPECT_FALSE(e.done.ok()) << "the response ended early";
+}
+
 // A server that reads the second request on a kept-alive connection, then closes
 // without answering: a POST is not sent again (the server may have acted on it), a GET is.
 TEST(HttpClientHostileTest, AStaleConnectionDoesNotResendAPost) {

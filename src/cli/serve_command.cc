@@ -327,16 +327,11 @@ Status OpenCapture(ServerSettings* next, const ServerSettings* running, MetricsR
 Status OpenLimits(ServerSettings* next, const ServerSettings* running, MetricsRegistry* metrics) {
   next->server.shared_limits = nullptr;
   if (!next->limits || next->server.keys.empty()) return Status::Ok();
-  const SharedLimitsOptions& o = *next->limits;
-  if (running && running->server.shared_limits && running->limits) {
-    const SharedLimitsOptions& r = *running->limits;
-    if (r.url == o.url && r.password == o.password && r.verify_tls == o.verify_tls && r.ca_file == o.ca_file &&
-        r.replicas == o.replicas) {
-      next->server.shared_limits = running->server.shared_limits;
-      return Status::Ok();
-    }
+  if (running && running->server.shared_limits && running->limits == next->limits) {
+    next->server.shared_limits = running->server.shared_limits;
+    return Status::Ok();
   }
-  StatusOr<std::unique_ptr<SharedLimits>> opened = SharedLimits::Open(o, metrics);
+  StatusOr<std::unique_ptr<SharedLimits>> opened = SharedLimits::Open(*next->limits, metrics);
   if (!opened.ok()) return InvalidArgumentError("[limits] store: " + opened.status().message());
   next->server.shared_limits = std::move(*opened);
   return Status::Ok();

@@ -54,6 +54,7 @@ struct SharedLimitsOptions {
   std::string ca_file;
   int replicas = 1;        // the share's divisor until Redis says how many replicas are alive
   double io_timeout_seconds = 0.25;  // a request waits at most this on Redis before the fallback
+  bool operator==(const SharedLimitsOptions&) const = default;
 };
 
 class SharedLimits {

@@ -57,11 +57,17 @@ def main():
         print("skipped: redis-server is not installed")
         sys.exit(SKIP)
     work = tempfile.mkdtemp(prefix="tachyon-fleet-")
-    base = 20000 + random.randrange(0, 400) * 50
-    start = subprocess.run([fleet_sh, "start", work, "--tachyon", tachyon, "--port", str(base)], capture_output=True,
-                           text=True, timeout=120)
-    if start.returncode != 0:
+    # Fixed ports (base, base+100.., base+200) below the kernel's ephemeral range
+    # (32768 up, by default), where tests running beside this one take theirs; a
+    # port taken anyway (another run of this check) gets two more tries elsewhere.
+    for attempt in range(3):
+        base = 20000 + random.randrange(0, 250) * 50
+        start = subprocess.run([fleet_sh, "start", work, "--tachyon", tachyon, "--port", str(base)],
+                               capture_output=True, text=True, timeout=120)
+        if start.returncode == 0:
+            break
         subprocess.run([fleet_sh, "stop", work])
+    if start.returncode != 0:
         fail("fleet.sh start: " + start.stdout + start.stderr)
     try:
         procs = {}

@@ -28,6 +28,7 @@
 #include "base/clock.h"
 #include "backend/embedding_backend.h"
 #include "gateway/cache/response_store.h"
+#include "gateway/cache/single_flight.h"
 #include "gateway/gateway_config.h"
 #include "gateway/pipeline.h"
 #include "gateway/routes.h"
@@ -54,6 +55,10 @@ struct CallInfo {
   // its end (whole); -1 when no backend answered.
   std::vector<std::pair<std::string, double>> stage_seconds;
   double upstream_seconds = -1;
+  // Hedged requests (the route's `hedge`): extra attempts started beside a late
+  // one, and whether one of them gave the answer.
+  int hedges = 0;
+  bool hedge_won = false;
 };
 
 // Where a call's answer goes (the server frames it for HTTP). Called on backend
@@ -135,6 +140,8 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // The stored responses of /v1/responses (in memory unless [responses] keeps them in the [cache] store).
   const std::shared_ptr<ResponseStore>& responses() const { return responses_; }
   const Offload& offload() const { return offload_; }
+  // The upstream calls that identical cache misses share (single flight), by cache key.
+  SingleFlight& flights() const { return flights_; }
 
   // Told the discovered backend (gateway/discovery.h) whose member a call could
   // not connect to, so its name is resolved again. Set before the gateway serves.
@@ -178,6 +185,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   std::shared_ptr<ResponseStore> responses_ = std::make_shared<ResponseStore>(
       ResponsesConfig{}.max_entries, ResponsesConfig{}.max_bytes, ResponsesConfig{}.ttl);
   ResponsesConfig responses_config_;
+  mutable SingleFlight flights_;
 };
 
 }  // namespace tachyon

@@ -1,6 +1,12 @@
 #include "gateway/gateway_call.h"
 
+#include <algorithm>
+#include <atomic>
 #include <optional>
+#include <utility>
+
+#include "base/timer_queue.h"
+#include "gateway/cache/exact_cache.h"
 
 
 namespace tachyon {
@@ -16,9 +22,21 @@ SteadyTime After(SteadyTime t, double seconds) {
 
 const char* OperationName(Endpoint e) { return e == Endpoint::kChatCompletions ? "chat" : "text_completion"; }
 
-// One request through a route: its attempts, in order, until one answers.
-// Invariant: at most one attempt is current; a slot's outstanding count is
-// raised when an attempt starts and lowered exactly once, by its OnDone or by Cancel.
+// An attempt's first byte, for hedging: output (content, reasoning, a tool
+// call) or a choice's end. A role-only chunk says nothing of when output comes.
+bool IsOutput(const BackendChunk& c) { return !c.text.empty() || c.has_tool_calls || !c.finish_reason.empty(); }
+
+// One request through a route: its attempts, in the plan's order, until one answers.
+//
+// Without hedging one attempt is in progress at a time: a failure before
+// anything reached the client starts the next. With the route's `hedge`, a
+// timer starts the plan's next backend beside a first attempt whose first byte
+// is late; the first attempt to produce output (or to end, for a whole answer)
+// is the winner: its chunks (held until then) go to the client and the others
+// are cancelled at once. Invariants: every attempt started is in live_ until
+// it ends (OnDone) or is abandoned (a loser, or the client went away), and its
+// slot's outstanding count is raised when it starts and lowered exactly once,
+// by whichever of the two comes first; only the winner's chunks reach the sink.
 class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
  public:
   GatewayCall(std::shared_ptr<const Gateway> gateway, Route* route, GatewayRequest request,
@@ -49,10 +67,19 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plan_ = route_->Plan(*pending_.request, pending_.route_class, gateway_->clock().Now());
+      const Clock::time_point now = gateway_->clock().Now();
+      plan_ = route_->Plan(*pending_.request, pending_.route_class, now);
       if (gateway_->pipeline().wants_answers() && (!pending_.cache_key.empty() || !pending_.semantic_scope.empty())) {
         capture_ = std::make_unique<Capture>();
         capture_->request = pending_;  // before the id moves on
+      }
+      const std::optional<HedgeOptions>& hedge = route_->config().hedge;
+      hedging_ = hedge && pending_.hedge && plan_.size() > 1;
+      if (hedging_) {
+        route_->hedge_budget().Earn();
+        BackendSlot& first = *route_->slots()[plan_[0]];
+        std::lock_guard<std::mutex> slot_lock(first.mutex);
+        hedge_delay_ = HedgeDelay(*hedge, first.first_bytes, now);
       }
       request_ = BackendRequest{.request = pending_.request,
                                 .id = std::move(pending_.id),
@@ -62,87 +89,107 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
                                 .output_blocked = pending_.output_blocked,
                                 .prompt_cache = route_->config().prompt_cache};
     }
-    NextAttempt();
+    if (Coalesces()) {
+      JoinFlight();
+      return;
+    }
+    NextAttempt(false);
   }
 
   const Gateway& gateway() const { return *gateway_; }
 
   void Cancel() {
-    CancelFn cancel;
+    std::vector<CancelFn> cancels;
+    std::shared_ptr<Flight> flight, followed;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || detached_) return;
+      if (flight_ && flight_->num_followers() > 0) {
+        // Others follow this call's answer: it goes on for them, without its client.
+        detached_ = true;
+        return;
+      }
+      flight = std::move(flight_);
+      followed = std::move(followed_);
+      finished_ = cancelled_ = true;
+      CancelHedgeTimer();
+      if (!live_.empty()) {
+        const Attempt& counted = winner_ >= 0 ? *Live(winner_) : live_.front();
+        route_->series(plan_[counted.plan_index]).cancelled->Add();
+      }
+      for (Attempt& a : live_) Abandon(a, &cancels);
+      live_.clear();
+      CountHedges();
+    }
+    for (CancelFn& cancel : cancels) cancel();
+    if (followed) followed->Leave(following_);
+    if (flight) {
+      flight->Fail(Flight::FailKind::kRetry);  // a follower that joined just now leads instead
+      gateway_->flights().Land(pending_.cache_key, flight);
+    }
+  }
+
+  void OnChunk(int id, BackendChunk chunk) {
+    std::vector<BackendChunk> out;
+    std::vector<CancelFn> losers;
+    bool detached;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_) return;
-      finished_ = cancelled_ = true;
-      cancel = std::move(cancel_);
-      if (current_ >= 0) {
-        BackendSlot& slot = Slot();
-        std::lock_guard<std::mutex> slot_lock(slot.mutex);
-        --slot.outstanding;
-        slot.breaker.OnAbandoned();
-        slot.in_flight->Set(slot.outstanding);
-        route_->series(plan_[attempt_]).cancelled->Add();
-      }
-    }
-    if (cancel) cancel();
-  }
-
-  void OnChunk(int attempt, BackendChunk chunk) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (finished_ || attempt != current_) return;
-      if (!committed_) {
-        first_chunk_ = std::chrono::steady_clock::now();
-        info_.upstream_seconds = std::chrono::duration<double>(first_chunk_ - attempt_started_).count();
-      }
-      committed_ = true;
-      if (capture_) {
-        // An answer with tool calls is not stored (the capture keeps text only), and
-        // reasoning is not part of the answer: a hit never hands it to another client.
-        if (chunk.has_tool_calls) capture_->storable = false;
-        if (!chunk.reasoning) capture_->text += chunk.text;
-        capture_->streamed = true;
-      }
-      if (!chunk.text.empty()) {
-        const Clock::time_point now = gateway_->clock().Now();
-        const Route::Series& s = route_->series(plan_[attempt_]);
-        if (!got_content_) {
-          got_content_ = true;
-          info_.ttft_seconds = Since(request_.arrival, now);
-          s.ttft->Observe(info_.ttft_seconds);
-          first_content_ = std::chrono::steady_clock::now();
-        } else {
-          s.itl->Observe(Since(last_content_, now));
+      Attempt* a = Live(id);
+      if (a == nullptr) return;
+      detached = detached_;
+      if (winner_ < 0) {
+        if (hedging_ && !IsOutput(chunk)) {
+          a->held.push_back(std::move(chunk));
+          return;
         }
-        last_content_ = now;
+        Win(*a, &losers);
+        out = std::move(a->held);
       }
+      out.push_back(std::move(chunk));
+      for (const BackendChunk& c : out) Sent(*a, c);
     }
-    sink_->OnChunk(chunk, info_);
+    for (CancelFn& cancel : losers) cancel();
+    if (detached) return;
+    for (const BackendChunk& c : out) sink_->OnChunk(c, info_);
   }
 
-  void OnDone(int attempt, BackendResult result) {
+  void OnDone(int id, BackendResult result) {
     const Clock::time_point now = gateway_->clock().Now();
     const SteadyTime ended_at = std::chrono::steady_clock::now();
-    bool retry = false;
+    bool retry = false, finish = false;
+    std::vector<CancelFn> losers;
     // The ended attempt's cancel function is dropped (outside the lock): it holds the
     // backend's call state, which holds this call's sink, which holds this call. Kept,
     // that cycle leaked every call that was not cancelled.
     CancelFn ended;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (finished_ || attempt != current_) return;
-      BackendSlot& slot = Slot();
-      const Route::Series& s = route_->series(plan_[attempt_]);
+      if (finished_) return;
+      Attempt* a = Live(id);
+      if (a == nullptr) return;
+      BackendSlot& slot = SlotOf(*a);
+      const Route::Series& s = route_->series(plan_[a->plan_index]);
       const bool failure = result.kind == BackendResult::Kind::kFailed || result.kind == BackendResult::Kind::kBroken;
+      // Nothing of it reached the client (a hedged call holds its chunks until it wins):
+      // another attempt may still answer.
+      const bool retryable = winner_ < 0 && (result.kind == BackendResult::Kind::kFailed ||
+                                              (hedging_ && result.kind == BackendResult::Kind::kBroken));
+      if (winner_ < 0 && !retryable) {
+        Win(*a, &losers);
+        a = Live(id);  // the losers left live_
+      }
       if (result.kind == BackendResult::Kind::kOk && !got_content_) {
         // No content chunk came (a whole answer, or a stream of tool calls): the
         // first token is the one the backend saw, else the end.
         info_.ttft_seconds = result.first_token_seconds >= 0
-                                 ? Since(request_.arrival, attempt_clock_start_) + result.first_token_seconds
+                                 ? Since(request_.arrival, a->clock_started) + result.first_token_seconds
                                  : Since(request_.arrival, now);
         s.ttft->Observe(info_.ttft_seconds);
       }
-      if (!committed_) info_.upstream_seconds = std::chrono::duration<double>(ended_at - attempt_started_).count();
-      if (trace_) AttemptSpan(result, ended_at);
+      if (!committed_) info_.upstream_seconds = std::chrono::duration<double>(ended_at - a->started).count();
+      if (trace_) AttemptSpan(*a, &result, ended_at);
       if (!result.error_kind.empty() && result.kind != BackendResult::Kind::kOk) {
         slot.errors->With({slot.backend->name(), result.error_kind}).Add();
       }
@@ -170,38 +217,46 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
           slot.ttft_ewma_gauge->Set(slot.ttft_ewma);
         }
       }
-      current_ = -1;
-      ended = std::move(cancel_);
-      retry = result.kind == BackendResult::Kind::kFailed && !committed_ && attempt_ + 1 < plan_.size();
-      if (retry) {
+      const size_t plan_index = a->plan_index;
+      ended = std::move(a->cancel);
+      live_.erase(live_.begin() + (a - live_.data()));
+      if (retryable) {
         last_failure_ = std::move(result);
-        ++attempt_;
-        route_->retries().Add();
+        if (!live_.empty()) {
+          // A hedge (or the attempt it hedged) is still running: it may answer.
+        } else if (next_plan_ < plan_.size()) {
+          retry = true;
+          route_->retries().Add();
+        } else {
+          finish = true;
+          done_ = std::move(*last_failure_);
+          Finished(now);
+        }
       } else {
-        finished_ = true;
-        info_.e2e_seconds = Since(request_.arrival, now);
-        if (result.kind == BackendResult::Kind::kOk) {
+        finish = true;
+        done_ = std::move(result);
+        Finished(now);
+        if (done_.kind == BackendResult::Kind::kOk) {
           s.success->Add();
           s.e2e->Observe(info_.e2e_seconds);
-          if (result.num_cached_tokens > 0) s.cached_tokens->Add(static_cast<double>(result.num_cached_tokens));
-          if (result.cache_write_tokens > 0) s.cache_write_tokens->Add(static_cast<double>(result.cache_write_tokens));
+          if (done_.num_cached_tokens > 0) s.cached_tokens->Add(static_cast<double>(done_.num_cached_tokens));
+          if (done_.cache_write_tokens > 0) s.cache_write_tokens->Add(static_cast<double>(done_.cache_write_tokens));
           // Another backend than the policy's first choice, or (fallback policy) than the first configured one.
-          if (attempt_ > 0 || (route_->config().policy == PolicyKind::kFallback && plan_[0] != 0)) {
+          if (plan_index > 0 || (route_->config().policy == PolicyKind::kFallback && plan_[0] != 0)) {
             route_->fallbacks().Add();
           }
-        } else {
-          route_->error(info_.backend, result.error_kind.empty() ? "error" : result.error_kind).Add();
         }
-        done_ = std::move(result);
       }
     }
+    for (CancelFn& cancel : losers) cancel();
     if (retry) {
-      NextAttempt();
+      NextAttempt(false);
       return;
     }
+    if (!finish) return;
     const bool store = capture_ && done_.kind == BackendResult::Kind::kOk;
     if (store && trace_) trace_->Hold();  // the cache write's span ends after the answer
-    sink_->OnDone(done_, info_);
+    if (!detached_) sink_->OnDone(done_, info_);
     if (store) {
       const SteadyTime start = std::chrono::steady_clock::now();
       Store();
@@ -211,6 +266,7 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
         trace_->Release();
       }
     }
+    LandFlight();  // after the store: a request that misses from now on finds the answer there
   }
 
  private:
@@ -225,75 +281,243 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     int attempt_;
   };
 
-  BackendSlot& Slot() { return *route_->slots()[plan_[attempt_]]; }
+  // A backend started for this call.
+  struct Attempt {
+    int id = -1;
+    size_t plan_index = 0;    // into plan_
+    bool hedge = false;       // started by the hedge timer
+    CancelFn cancel;          // set once the backend's Start returned
+    SteadyTime started;
+    Clock::time_point clock_started;
+    SpanId span;              // traced requests
+    std::vector<BackendChunk> held;  // a hedged call's chunks before a winner is known
+  };
 
-  // Starts the next backend of the plan whose breaker lets it through, or ends the call.
-  void NextAttempt() {
+  // mutex_ held for all of these.
+  Attempt* Live(int id) {
+    for (Attempt& a : live_) {
+      if (a.id == id) return &a;
+    }
+    return nullptr;
+  }
+  BackendSlot& SlotOf(const Attempt& a) const { return *route_->slots()[plan_[a.plan_index]]; }
+
+  // The call's answer is a's: its first byte is a sample of its backend's, the
+  // others are abandoned (their cancel functions go to *losers, called outside
+  // the lock) and the hedges' outcomes are known.
+  void Win(Attempt& a, std::vector<CancelFn>* losers) {
+    winner_ = a.id;
+    CancelHedgeTimer();
+    BackendSlot& slot = SlotOf(a);
+    {
+      std::lock_guard<std::mutex> slot_lock(slot.mutex);
+      slot.first_bytes.Add(gateway_->clock().Now(), SecondsBetween(a.started, std::chrono::steady_clock::now()));
+    }
+    info_.backend = slot.backend->name();
+    info_.backend_kind = slot.backend->kind();
+    info_.response_model = slot.backend->model_name();
+    info_.hedge_won = a.hedge;
+    for (Attempt& other : live_) {
+      if (other.id != a.id) Abandon(other, losers);
+    }
+    std::erase_if(live_, [&](const Attempt& other) { return other.id != a.id; });
+    CountHedges();
+  }
+
+  // An attempt given up before it ended (it lost, or the client went away): its
+  // slot's count goes down, the time it ran is a lower bound of its first byte,
+  // and its backend is told to stop (at once, or when its Start returns).
+  void Abandon(Attempt& a, std::vector<CancelFn>* cancels) {
+    BackendSlot& slot = SlotOf(a);
+    const SteadyTime now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> slot_lock(slot.mutex);
+      --slot.outstanding;
+      slot.breaker.OnAbandoned();
+      slot.in_flight->Set(slot.outstanding);
+      if (a.id != winner_) slot.first_bytes.Add(gateway_->clock().Now(), SecondsBetween(a.started, now));
+    }
+    if (trace_) AttemptSpan(a, nullptr, now);
+    if (a.cancel) {
+      cancels->push_back(std::move(a.cancel));
+    } else {
+      doomed_.push_back(a.id);
+    }
+  }
+
+  // The call ends (mutex_ held): no more hedges; the route's error count for a failure.
+  void Finished(Clock::time_point now) {
+    finished_ = true;
+    CancelHedgeTimer();
+    CountHedges();
+    info_.e2e_seconds = Since(request_.arrival, now);
+    if (done_.kind != BackendResult::Kind::kOk) {
+      route_->error(info_.backend, done_.error_kind.empty() ? "error" : done_.error_kind).Add();
+    }
+  }
+
+  // Each hedge started, once: won, lost, or cancelled (no attempt answered).
+  void CountHedges() {
+    if (hedges_counted_ || hedge_ids_.empty()) return;
+    hedges_counted_ = true;
+    for (int id : hedge_ids_) route_->hedges(id == winner_ ? "won" : winner_ >= 0 ? "lost" : "cancelled").Add();
+  }
+
+  void CancelHedgeTimer() {
+    if (hedge_timer_ != 0) TimerQueue::Shared().Cancel(std::exchange(hedge_timer_, 0));
+  }
+
+  // The next hedge, after the delay, while no attempt has won.
+  void ScheduleHedge() {
+    std::weak_ptr<GatewayCall> weak = weak_from_this();
+    hedge_timer_ = TimerQueue::Shared().After(hedge_delay_, [weak] {
+      if (std::shared_ptr<GatewayCall> self = weak.lock()) self->Hedge();
+    });
+  }
+
+  // The hedge timer fired: start the plan's next backend, if the budget allows.
+  void Hedge() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hedge_timer_ = 0;
+      if (finished_ || winner_ >= 0 || info_.hedges >= route_->config().hedge->max || next_plan_ >= plan_.size()) {
+        return;
+      }
+      if (!route_->hedge_budget().Take()) {
+        route_->hedges_refused().Add();
+        return;
+      }
+    }
+    if (!NextAttempt(true)) route_->hedge_budget().Refund();
+  }
+
+  // A chunk of the winner on its way to the client (mutex_ held): the answer is
+  // committed, the capture and the latency series see it.
+  void Sent(const Attempt& a, const BackendChunk& chunk) {
+    if (!committed_) {
+      first_chunk_ = std::chrono::steady_clock::now();
+      info_.upstream_seconds = std::chrono::duration<double>(first_chunk_ - a.started).count();
+    }
+    committed_ = true;
+    if (capture_) {
+      // An answer with tool calls is not stored (the capture keeps text only), and
+      // reasoning is not part of the answer: a hit never hands it to another client.
+      if (chunk.has_tool_calls) capture_->storable = false;
+      if (!chunk.reasoning) capture_->text += chunk.text;
+      capture_->streamed = true;
+    }
+    if (flight_) {
+      if (chunk.has_tool_calls) {
+        flight_->Fail(Flight::FailKind::kAlone);  // a flight carries text only
+      } else if (!chunk.reasoning) {
+        flight_->Text(chunk.text);
+      }
+    }
+    if (!chunk.text.empty()) {
+      const Clock::time_point now = gateway_->clock().Now();
+      const Route::Series& s = route_->series(plan_[a.plan_index]);
+      if (!got_content_) {
+        got_content_ = true;
+        info_.ttft_seconds = Since(request_.arrival, now);
+        s.ttft->Observe(info_.ttft_seconds);
+        first_content_ = std::chrono::steady_clock::now();
+      } else {
+        s.itl->Observe(Since(last_content_, now));
+      }
+      last_content_ = now;
+    }
+  }
+
+  // Starts the next backend of the plan whose breaker lets it through (a hedge:
+  // beside the attempts in progress), or, when none is left and nothing is in
+  // progress, ends the call. Returns whether an attempt started.
+  bool NextAttempt(bool hedge) {
     std::shared_ptr<Backend> backend;
-    int attempt = -1;
+    int id = -1;
     std::string traceparent;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (finished_) return;
+      if (finished_ || (hedge && winner_ >= 0)) return false;
       const Clock::time_point now = gateway_->clock().Now();
-      for (; attempt_ < plan_.size(); ++attempt_) {
-        BackendSlot& slot = Slot();
+      size_t plan_index = 0;
+      for (; next_plan_ < plan_.size(); ++next_plan_) {
+        BackendSlot& slot = *route_->slots()[plan_[next_plan_]];
         std::lock_guard<std::mutex> slot_lock(slot.mutex);
         if (!slot.breaker.Allow(now)) continue;  // opened since the plan was made
         ++slot.outstanding;
         slot.in_flight->Set(slot.outstanding);
         backend = slot.backend;
+        plan_index = next_plan_++;
         break;
       }
       if (!backend) {
-        finished_ = true;
+        if (hedge || !live_.empty()) return false;  // the attempts in progress go on
         done_ = last_failure_ ? std::move(*last_failure_) : NoBackend();
-        info_.e2e_seconds = Since(request_.arrival, gateway_->clock().Now());
-        route_->error(info_.backend, done_.error_kind).Add();
+        Finished(now);
       } else {
-        attempt = current_ = next_id_++;
+        Attempt a{.id = next_id_++,
+                  .plan_index = plan_index,
+                  .hedge = hedge,
+                  .started = std::chrono::steady_clock::now(),
+                  .clock_started = now};
+        id = a.id;
         ++info_.attempts;
-        info_.backend = backend->name();
-        info_.backend_kind = backend->kind();
-        info_.response_model = backend->model_name();
-        attempt_started_ = std::chrono::steady_clock::now();
-        attempt_clock_start_ = gateway_->clock().Now();
+        if (hedge) {
+          ++info_.hedges;
+          hedge_ids_.push_back(id);
+        }
+        if (live_.empty()) {  // the answering backend, unless another wins
+          info_.backend = backend->name();
+          info_.backend_kind = backend->kind();
+          info_.response_model = backend->model_name();
+        }
         if (trace_) {
-          attempt_span_ = NewSpanId();
-          traceparent = trace_->Traceparent(attempt_span_);
+          a.span = NewSpanId();
+          traceparent = trace_->Traceparent(a.span);
+        }
+        live_.push_back(std::move(a));
+        if (hedging_ && hedge_timer_ == 0 && info_.hedges < route_->config().hedge->max && next_plan_ < plan_.size()) {
+          ScheduleHedge();
         }
       }
     }
     if (!backend) {
       sink_->OnDone(done_, info_);
-      return;
+      LandFlight();
+      return false;
     }
     if (backend->StartIsCostly() && gateway_->offload()) {
-      gateway_->offload()([self = shared_from_this(), backend, attempt, traceparent] {
-        self->StartBackend(*backend, attempt, traceparent);
+      gateway_->offload()([self = shared_from_this(), backend, id, traceparent] {
+        self->StartBackend(*backend, id, traceparent);
       });
     } else {
-      StartBackend(*backend, attempt, traceparent);
+      StartBackend(*backend, id, traceparent);
     }
+    return true;
   }
 
-  void StartBackend(Backend& backend, int attempt, const std::string& traceparent) {
+  void StartBackend(Backend& backend, int id, const std::string& traceparent) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (finished_ || attempt != current_) return;  // cancelled while it waited for a worker
+      if (finished_ || Live(id) == nullptr) {  // abandoned while it waited for a worker
+        std::erase(doomed_, id);
+        return;
+      }
     }
     BackendRequest request = request_;
     request.traceparent = traceparent;
-    CancelFn cancel = backend.Start(std::move(request), std::make_shared<AttemptSink>(shared_from_this(), attempt));
+    CancelFn cancel = backend.Start(std::move(request), std::make_shared<AttemptSink>(shared_from_this(), id));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (current_ == attempt && !finished_) {
-        cancel_ = std::move(cancel);
+      if (Attempt* a = Live(id); a != nullptr && !finished_) {
+        a->cancel = std::move(cancel);
         return;
       }
-      if (!cancelled_ || current_ != attempt) return;  // it ended while Start ran
+      auto doomed = std::find(doomed_.begin(), doomed_.end(), id);
+      if (doomed == doomed_.end()) return;  // it ended while Start ran
+      doomed_.erase(doomed);
     }
-    cancel();  // cancelled while Start ran
+    cancel();  // abandoned while Start ran
   }
 
   BackendResult NoBackend() const {
@@ -315,81 +539,261 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
   // A complete answer to the stages that keep answers (the call is finished:
   // capture_ and done_ are no longer written).
   void Store() {
-    if (!capture_->storable) return;
+    if (std::optional<CapturedAnswer> answer = Answer()) gateway_->pipeline().OnAnswer(capture_->request, *answer);
+  }
+  // The finished call's answer as the caches keep it: text only (null: it had tool calls, or no plain text).
+  std::optional<CapturedAnswer> Answer() const {
+    if (!capture_ || !capture_->storable || done_.kind != BackendResult::Kind::kOk) return std::nullopt;
     const CompletionRequest& r = *capture_->request.request;
     CapturedAnswer answer{.endpoint = r.endpoint,
                           .model = capture_->request.route,  // the route: what purge by route and a hit name
-                          .text = std::move(capture_->text),
+                          .text = capture_->text,
                           .finish_reason = done_.finish_reason,
                           .has_usage = done_.has_usage,
                           .usage = done_.usage};
     if (!capture_->streamed) {
       // The whole answer, as the backend gave it in data: one choice of plain
       // text, no tool calls (its reasoning_content is not part of it).
-      if (!done_.text) return;
+      if (!done_.text) return std::nullopt;
       answer.text = *done_.text;
     }
-    gateway_->pipeline().OnAnswer(capture_->request, answer);
+    return answer;
   }
 
-  // The span of the attempt that just ended (mutex_ held): a client span for a
-  // remote backend, with the local engine's queue, prefill and decode as children.
-  void AttemptSpan(const BackendResult& result, SteadyTime end) {
-    const BackendSlot& slot = Slot();
+  // ---- Single flight (gateway/cache/single_flight.h) ----
+
+  // An exact-cache miss of a route that coalesces, from a lookup (not a client's no-cache).
+  bool Coalesces() const {
+    return route_->config().exact_cache && route_->config().coalesce && !pending_.cache_key.empty() &&
+           pending_.cache_status == "miss" && !HasCacheDirective(pending_.cache_control, "no-cache");
+  }
+
+  // Leads the key's flight (then goes upstream) or follows the one in flight.
+  void JoinFlight() {
+    auto follower = std::make_shared<FlightFollower>(shared_from_this());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      following_ = follower.get();
+    }
+    SingleFlight::Joined joined = gateway_->flights().Join(pending_.cache_key, follower);
+    if (!joined.leader) {
+      route_->coalesced().Add();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!finished_) followed_ = joined.flight;  // for Cancel
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      following_ = nullptr;
+      if (!finished_) flight_ = std::move(joined.flight);
+    }
+    if (!flight_) {  // cancelled meanwhile: nobody leads, the next request does
+      joined.flight->Fail(Flight::FailKind::kRetry);
+      gateway_->flights().Land(pending_.cache_key, joined.flight);
+      return;
+    }
+    NextAttempt(false);
+  }
+
+  // The leader's call ended (done_ is its result): the flight ends with its answer, or fails.
+  void LandFlight() {
+    std::shared_ptr<Flight> flight;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      flight = std::move(flight_);
+    }
+    if (!flight) return;
+    if (std::optional<CapturedAnswer> answer = Answer()) {
+      flight->End(*answer);
+    } else {
+      flight->Fail(done_.kind == BackendResult::Kind::kOk ? Flight::FailKind::kAlone : Flight::FailKind::kRetry);
+    }
+    gateway_->flights().Land(pending_.cache_key, flight);
+  }
+
+  class FlightFollower : public Flight::Follower {
+   public:
+    explicit FlightFollower(std::shared_ptr<GatewayCall> call) : call_(std::move(call)) {}
+    void OnText(const std::string& text) override { call_->FollowText(text); }
+    void OnEnd(const CapturedAnswer& answer) override { call_->FollowEnd(answer); }
+    void OnFail(Flight::FailKind kind) override { call_->FollowFail(kind); }
+
+   private:
+    std::shared_ptr<GatewayCall> call_;
+  };
+
+  // A piece of the leader's text, in this request's shape (a whole answer waits for the end).
+  void FollowText(const std::string& text) {
+    const CompletionRequest& r = *request_.request;
+    BackendChunk chunk;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || !r.stream) return;
+      chunk = BackendChunk{ChunkBody(r.endpoint, request_.id, request_.created, route_->name(), text, "",
+                                     !follow_started_),
+                           text, ""};
+      follow_started_ = true;
+      FollowerInfo();
+      if (info_.ttft_seconds < 0) info_.ttft_seconds = Since(request_.arrival, gateway_->clock().Now());
+    }
+    sink_->OnChunk(chunk, info_);
+  }
+
+  void FollowEnd(const CapturedAnswer& answer) {
+    const CompletionRequest& r = *request_.request;
+    std::vector<BackendChunk> chunks;
+    BackendResult result;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!EndFollowing()) return;
+      if (info_.ttft_seconds < 0) info_.ttft_seconds = info_.e2e_seconds;
+      result.kind = BackendResult::Kind::kOk;
+      result.finish_reason = answer.finish_reason;
+      result.has_usage = answer.has_usage;
+      result.usage = answer.usage;
+      if (r.stream) {
+        chunks.push_back({ChunkBody(r.endpoint, request_.id, request_.created, route_->name(), "",
+                                    answer.finish_reason, !follow_started_),
+                          "", answer.finish_reason});
+        if (r.include_usage && answer.has_usage) {
+          chunks.push_back({UsageChunkBody(r.endpoint, request_.id, request_.created, route_->name(), answer.usage),
+                            "", ""});
+        }
+      } else {
+        result.body = CompletionBody(r.endpoint, request_.id, request_.created, route_->name(), answer.text,
+                                     answer.finish_reason, answer.usage);
+        result.text = answer.text;
+      }
+      route_->RecordStageAnswer(info_.backend, info_.ttft_seconds, info_.e2e_seconds);
+    }
+    for (const BackendChunk& c : chunks) sink_->OnChunk(c, info_);
+    sink_->OnDone(result, info_);
+  }
+
+  // The leader failed: join again (one of the followers leads), go upstream
+  // alone, or, when text already went out, end as the leader's answer did.
+  void FollowFail(Flight::FailKind kind) {
+    if (kind == Flight::FailKind::kBroken) {
+      BackendResult result;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!EndFollowing()) return;
+        result.kind = BackendResult::Kind::kBroken;
+        result.http_status = 502;
+        result.error = ApiError{502, "the upstream answer this request shared with an identical one broke off",
+                                "server_error", "", "truncated"};
+        result.error_kind = "truncated";
+        route_->error(info_.backend, result.error_kind).Add();
+      }
+      sink_->OnDone(result, info_);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      followed_.reset();
+    }
+    // Not from here: the flight's lock is held, and joining takes the table's.
+    auto next = [self = shared_from_this(), kind] {
+      if (kind == Flight::FailKind::kRetry) {
+        self->JoinFlight();
+      } else {
+        self->NextAttempt(false);
+      }
+    };
+    if (gateway_->offload()) {
+      gateway_->offload()(std::move(next));
+    } else {
+      TimerQueue::Shared().After(0, std::move(next));
+    }
+  }
+
+  // A follower's call ends (mutex_ held); false when it had ended already.
+  bool EndFollowing() {
+    if (finished_) return false;
+    finished_ = true;
+    followed_.reset();
+    FollowerInfo();
+    info_.e2e_seconds = Since(request_.arrival, gateway_->clock().Now());
+    return true;
+  }
+
+  // A follower's answer is the single flight's (mutex_ held).
+  void FollowerInfo() {
+    info_.backend = "single-flight";
+    info_.backend_kind = "cache";
+    info_.cache = "coalesced";
+    info_.attempts = 0;
+  }
+
+  // The span of an attempt that ended (result) or was abandoned (null; mutex_
+  // held): a client span for a remote backend, with the local engine's queue,
+  // prefill and decode as children.
+  void AttemptSpan(const Attempt& attempt, const BackendResult* result, SteadyTime end) {
+    const BackendSlot& slot = SlotOf(attempt);
     const Backend& backend = *slot.backend;
     const CompletionRequest& r = *request_.request;
     const bool remote = !backend.server_address().empty();
+    const SteadyTime started = attempt.started;
     Span span{.name = std::string(OperationName(r.endpoint)) + " " + backend.model_name(),
-              .id = attempt_span_,
+              .id = attempt.span,
               .parent = trace_->root(),
               .kind = remote ? SpanKind::kClient : SpanKind::kInternal,
-              .start = attempt_started_,
+              .start = started,
               .end = end};
     std::vector<Attribute>& a = span.attributes;
     a.push_back({"gen_ai.operation.name", std::string(OperationName(r.endpoint))});
     a.push_back({"gen_ai.system", std::string(backend.kind())});
     a.push_back({"gen_ai.request.model", backend.model_name()});
     a.push_back({"tachyon.backend", backend.name()});
-    a.push_back({"tachyon.attempt", static_cast<int64_t>(attempt_ + 1)});
+    a.push_back({"tachyon.attempt", static_cast<int64_t>(attempt.plan_index + 1)});
+    if (attempt.hedge) a.push_back({"tachyon.hedge", true});
     if (remote) {
       a.push_back({"server.address", backend.server_address()});
       a.push_back({"server.port", static_cast<int64_t>(backend.server_port())});
     }
-    if (result.has_usage) {
-      a.push_back({"gen_ai.usage.input_tokens", result.usage.prompt_tokens});
-      a.push_back({"gen_ai.usage.output_tokens", result.usage.completion_tokens});
+    if (result == nullptr) {
+      // Abandoned: another attempt answered first, or the client went away.
+      a.push_back({"tachyon.abandoned", std::string(winner_ >= 0 && winner_ != attempt.id ? "lost" : "cancelled")});
+      span.events.push_back({.name = "end", .time = end});
+      trace_->Add(std::move(span));
+      return;
     }
-    if (result.num_cached_tokens >= 0) a.push_back({"tachyon.cached_tokens", result.num_cached_tokens});
-    if (!result.finish_reason.empty()) {
-      a.push_back({"gen_ai.response.finish_reasons", result.finish_reason});
+    if (result->has_usage) {
+      a.push_back({"gen_ai.usage.input_tokens", result->usage.prompt_tokens});
+      a.push_back({"gen_ai.usage.output_tokens", result->usage.completion_tokens});
     }
-    if (result.first_byte_seconds >= 0) {
-      span.events.push_back({.name = "first_byte", .time = After(attempt_started_, result.first_byte_seconds)});
+    if (result->num_cached_tokens >= 0) a.push_back({"tachyon.cached_tokens", result->num_cached_tokens});
+    if (!result->finish_reason.empty()) {
+      a.push_back({"gen_ai.response.finish_reasons", result->finish_reason});
     }
-    const SteadyTime first_token = got_content_ ? first_content_
-                                   : result.first_token_seconds >= 0
-                                       ? After(attempt_started_, result.first_token_seconds)
+    if (result->first_byte_seconds >= 0) {
+      span.events.push_back({.name = "first_byte", .time = After(started, result->first_byte_seconds)});
+    }
+    const SteadyTime first_token = got_content_ && winner_ == attempt.id ? first_content_
+                                   : result->first_token_seconds >= 0
+                                       ? After(started, result->first_token_seconds)
                                        : SteadyTime{};
     if (first_token != SteadyTime{}) span.events.push_back({.name = "first_token", .time = first_token});
     span.events.push_back({.name = "end", .time = end});
-    if (result.kind != BackendResult::Kind::kOk) {
+    if (result->kind != BackendResult::Kind::kOk) {
       span.error = true;
-      span.status_message = result.error_kind.empty() ? result.error.message : result.error_kind;
-      a.push_back({"error.type", result.error_kind.empty() ? std::string("error") : result.error_kind});
+      span.status_message = result->error_kind.empty() ? result->error.message : result->error_kind;
+      a.push_back({"error.type", result->error_kind.empty() ? std::string("error") : result->error_kind});
     }
-    if (!remote && result.submitted_seconds >= 0 && result.queue_seconds >= 0) {
+    if (!remote && result->submitted_seconds >= 0 && result->queue_seconds >= 0) {
       // The engine's phases: waiting for a slot, the prompt's prefill, then decoding.
-      const SteadyTime queued = After(attempt_started_, result.submitted_seconds);
-      const SteadyTime stepped = After(queued, result.queue_seconds);
-      trace_->Add(Span{.name = "engine.queue", .id = NewSpanId(), .parent = attempt_span_, .start = queued,
+      const SteadyTime queued = After(started, result->submitted_seconds);
+      const SteadyTime stepped = After(queued, result->queue_seconds);
+      trace_->Add(Span{.name = "engine.queue", .id = NewSpanId(), .parent = attempt.span, .start = queued,
                        .end = stepped});
       if (first_token != SteadyTime{} && first_token >= stepped) {
-        trace_->Add(Span{.name = "engine.prefill", .id = NewSpanId(), .parent = attempt_span_, .start = stepped,
+        trace_->Add(Span{.name = "engine.prefill", .id = NewSpanId(), .parent = attempt.span, .start = stepped,
                          .end = first_token,
-                         .attributes = {{"gen_ai.usage.input_tokens", result.usage.prompt_tokens},
-                                        {"tachyon.cached_tokens", std::max<int64_t>(0, result.num_cached_tokens)}}});
-        trace_->Add(Span{.name = "engine.decode", .id = NewSpanId(), .parent = attempt_span_, .start = first_token,
-                         .end = end, .attributes = {{"gen_ai.usage.output_tokens", result.usage.completion_tokens}}});
+                         .attributes = {{"gen_ai.usage.input_tokens", result->usage.prompt_tokens},
+                                        {"tachyon.cached_tokens", std::max<int64_t>(0, result->num_cached_tokens)}}});
+        trace_->Add(Span{.name = "engine.decode", .id = NewSpanId(), .parent = attempt.span, .start = first_token,
+                         .end = end, .attributes = {{"gen_ai.usage.output_tokens", result->usage.completion_tokens}}});
       }
     }
     trace_->Add(std::move(span));
@@ -424,16 +828,29 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
 
   std::mutex mutex_;
   std::unique_ptr<Capture> capture_;  // set by Start when a stage keeps answers; guarded by mutex_
-  size_t attempt_ = 0;    // index into plan_
-  int current_ = -1;      // id of the attempt in progress; -1: none
+  std::vector<Attempt> live_;  // attempts in progress
+  std::vector<int> doomed_;    // attempts abandoned before their Start returned a cancel function
+  size_t next_plan_ = 0;       // the plan's next backend to start
   int next_id_ = 0;
-  CancelFn cancel_;
+  int winner_ = -1;            // the attempt whose answer the client gets; -1: not known yet
   bool cancelled_ = false, finished_ = false, committed_ = false, got_content_ = false;
+  // Hedging (set by Start): whether this call may hedge, the delay, the pending
+  // timer (0: none), the hedges' ids, and whether their outcomes were counted.
+  bool hedging_ = false;
+  double hedge_delay_ = 0;
+  TimerQueue::Id hedge_timer_ = 0;
+  std::vector<int> hedge_ids_;
+  bool hedges_counted_ = false;
+  // Single flight: the flight this call leads, or the one it follows (and its
+  // follower, to leave it), and whether its client went away while followers
+  // still wait on its answer (it goes on without sending).
+  std::shared_ptr<Flight> flight_, followed_;
+  const Flight::Follower* following_ = nullptr;
+  bool follow_started_ = false;
+  std::atomic<bool> detached_{false};
   Clock::time_point last_content_;
   std::shared_ptr<RequestTrace> trace_;  // set by Start; null: not traced
-  SpanId attempt_span_;                  // the current attempt's span (traced requests)
-  SteadyTime attempt_started_, first_chunk_, first_content_;
-  Clock::time_point attempt_clock_start_;
+  SteadyTime first_chunk_, first_content_;
   std::optional<BackendResult> last_failure_;
   BackendResult done_;
   CallInfo info_;

@@ -151,6 +151,47 @@ Status ReadPromptCache(TableReader& t, RouteConfig* r) {
   return Status::Ok();
 }
 
+// hedge = { after_ms = 250, max = 1, max_rate = 0.2 } | { after = "p90", min_ms = 50, max_ms = 2000, ... }
+Status ReadHedge(TableReader& t, RouteConfig* r) {
+  const toml::node* n = t.Get("hedge");
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_table()) return t.Error(*n, "hedge", "must be a table, e.g. { after_ms = 250, max = 1 }");
+  TableReader h(*n->as_table(), t.path(), t.what() + ": hedge");
+  HedgeOptions o;
+  const bool fixed = h.Get("after_ms") != nullptr, quantile = h.Get("after") != nullptr;
+  if (fixed == quantile) return h.Error("needs one of after_ms (a delay) or after (\"p90\": a percentile of the first backend's own first-byte times)");
+  double after_ms = 0, min_ms = o.min_seconds * 1000, max_ms = o.max_seconds * 1000;
+  RETURN_IF_ERROR(h.Number("after_ms", &after_ms, 1, 600000));
+  std::string after;
+  RETURN_IF_ERROR(h.String("after", &after));
+  if (quantile) {
+    char* end = nullptr;
+    const double pct = after.size() > 1 && after[0] == 'p' ? std::strtod(after.c_str() + 1, &end) : 0;
+    if (end == nullptr || *end != '\0' || !(pct >= 1 && pct <= 99.9)) {
+      return h.Error(*h.Get("after"), "after", "must be a percentile from \"p1\" to \"p99.9\", such as \"p90\", not \"" + after + "\"");
+    }
+    o.quantile = pct / 100;
+  } else {
+    for (const char* key : {"min_ms", "max_ms"}) {
+      if (const toml::node* b = h.Get(key)) return h.Error(*b, key, "bounds after = \"pNN\" only (after_ms is the delay itself)");
+    }
+  }
+  RETURN_IF_ERROR(h.Number("min_ms", &min_ms, 1, 600000));
+  RETURN_IF_ERROR(h.Number("max_ms", &max_ms, 1, 600000));
+  if (min_ms > max_ms) return h.Error(*h.Get("min_ms"), "min_ms", "must not be above max_ms");
+  RETURN_IF_ERROR(h.Integer("max", &o.max, 1, 8));
+  RETURN_IF_ERROR(h.Number("max_rate", &o.max_rate, 0, 8));
+  RETURN_IF_ERROR(h.NoOtherKeys());
+  o.after_seconds = after_ms / 1000;
+  o.min_seconds = min_ms / 1000;
+  o.max_seconds = max_ms / 1000;
+  if (r->backends.size() < 2) {
+    return t.Error(*n, "hedge", "needs a route of two backends or more: a hedge starts the next backend of the policy's order");
+  }
+  r->hedge = o;
+  return Status::Ok();
+}
+
 Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, BackendConfig* b) {
   RETURN_IF_ERROR(t.String("name", &b->name, true));
   if (b->name.empty()) return t.Error("key 'name' must not be empty");
@@ -406,6 +447,7 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     if (r->backends.empty()) return t.Error(*t.Get("backends"), "backends", "must name at least one backend");
   }
   RETURN_IF_ERROR(t.Integer("max_attempts", &r->max_attempts, 0, 1000));
+  RETURN_IF_ERROR(ReadHedge(t, r));
   RETURN_IF_ERROR(t.Integer("affinity_prefix_chars", &r->affinity_prefix_chars, 1, 1 << 24));
   RETURN_IF_ERROR(t.Number("explore", &r->policy_options.explore, 0, 1));
   RETURN_IF_ERROR(t.Number("load_factor", &r->policy_options.load_factor, 1, 100));
@@ -413,6 +455,7 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
   RETURN_IF_ERROR(t.Bool("exact_cache", &r->exact_cache));
   RETURN_IF_ERROR(t.Number("exact_cache_ttl", &r->exact_cache_ttl, 0.001, 1e9));
   RETURN_IF_ERROR(t.Bool("cache_sampled", &r->cache_sampled));
+  RETURN_IF_ERROR(t.Bool("coalesce", &r->coalesce));
   RETURN_IF_ERROR(ReadPromptCache(t, r));
   if (const toml::node* n = t.Get("semantic_cache")) {
     if (!n->is_table()) {

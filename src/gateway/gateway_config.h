@@ -22,6 +22,7 @@
 #include "gateway/keys/keyring.h"
 #include "gateway/keys/shared_limits.h"
 #include "gateway/route/circuit_breaker.h"
+#include "gateway/route/hedge.h"
 #include "gateway/trim/prompt_trimmer.h"
 #include "gateway/route/route_policy.h"
 #include "gateway/route/task_router.h"
@@ -90,11 +91,17 @@ struct RouteConfig {
   PolicyKind policy = PolicyKind::kFallback;
   RoutePolicyOptions policy_options;
   int max_attempts = 0;               // backends tried per request; 0: all of them
+  // `hedge = { after_ms = 250, max = 1 }`: start the plan's next backend beside a
+  // first attempt whose first byte is late; the first to answer wins (gateway/route/hedge.h).
+  std::optional<HedgeOptions> hedge;
   size_t affinity_prefix_chars = 512; // prefix-affinity: leading characters of the prompt hashed
   double ewma_alpha = 0.2;            // latency: weight of the newest TTFT sample
   bool exact_cache = false;           // answer repeated requests from the exact cache
   double exact_cache_ttl = 3600;      // seconds an answer stays
   bool cache_sampled = false;         // also cache answers of requests with temperature > 0
+  // Identical exact-cache misses in flight at once share the first one's upstream
+  // call (gateway/cache/single_flight.h); false: each goes upstream.
+  bool coalesce = true;
   // `prompt_cache`: "off" | "auto" | { mode, ttl = "5m" | "1h", min_tokens }: how a hosted
   // backend's own prompt cache is helped (api/prompt_cache.h); its scope is the route.
   PromptCacheOptions prompt_cache;

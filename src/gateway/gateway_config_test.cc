@@ -441,6 +441,42 @@ tokenizer = "vocab.gguf"
   EXPECT_NE(ErrorOf(route + "trim = { history_tokens = -1 }\n").find("history_tokens"), std::string::npos);
 }
 
+TEST(GatewayConfigTest, HedgeTable) {
+  const std::string route = std::string(kTwoOpenai) + "[[route]]\nmodel = 'c'\nbackends = ['small', 'large-a']\n";
+  StatusOr<GatewayConfig> c = Parse(route + "hedge = { after_ms = 250, max = 1 }\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->routes[0].hedge.has_value());
+  EXPECT_DOUBLE_EQ(c->routes[0].hedge->after_seconds, 0.25);
+  EXPECT_EQ(c->routes[0].hedge->quantile, 0);
+  EXPECT_EQ(c->routes[0].hedge->max, 1);
+  EXPECT_DOUBLE_EQ(c->routes[0].hedge->max_rate, 0.2);
+  c = Parse(route + "hedge = { after = \"p90\", min_ms = 80, max_ms = 900, max_rate = 0.3, max = 2 }\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->routes[0].hedge->quantile, 0.9);
+  EXPECT_DOUBLE_EQ(c->routes[0].hedge->min_seconds, 0.08);
+  EXPECT_DOUBLE_EQ(c->routes[0].hedge->max_seconds, 0.9);
+  EXPECT_DOUBLE_EQ(c->routes[0].hedge->max_rate, 0.3);
+  EXPECT_EQ(c->routes[0].hedge->max, 2);
+  EXPECT_FALSE(Parse(route).value().routes[0].hedge.has_value());
+  EXPECT_NE(ErrorOf(route + "hedge = { }\n").find("needs one of after_ms"), std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after_ms = 5, after = 'p90' }\n").find("needs one of after_ms"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after = 'fast' }\n").find("must be a percentile"), std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after = 'p100' }\n").find("must be a percentile"), std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after_ms = 250, min_ms = 5 }\n").find("bounds after = \"pNN\" only"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after = 'p90', min_ms = 500, max_ms = 100 }\n").find("not be above max_ms"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after_ms = 0 }\n").find("after_ms"), std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after_ms = 9, max = 0 }\n").find("'max'"), std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = { after_ms = 9, delay = 1 }\n").find("key 'delay': unknown key"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(route + "hedge = 250\n").find("must be a table"), std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kTwoOpenai) + "[[route]]\nmodel = 'c'\nbackends = ['small']\nhedge = { after_ms = 9 }\n")
+                .find("two backends or more"),
+            std::string::npos);
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
             "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\", \"anthropic\" or \"embedding\", not \"grpc\"");

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <future>
 
+#include "gateway/cache/exact_cache.h"
 #include "tests/support/upstream_server.h"
 
 namespace tachyon {
@@ -465,6 +466,366 @@ backends = ["a"]
   EXPECT_TRUE(up.bodies().back().contains("documents"));
   EXPECT_EQ(up.bodies().back()["messages"][0]["content"], "q  \n\n\n");
   EXPECT_TRUE(sink->info.trimmed_tokens.empty());
+}
+
+// Hedged requests: two real upstreams, the first late by first_chunk_ms.
+std::string Hedged(const UpstreamServer& a, const UpstreamServer& b, const std::string& hedge,
+                   const std::string& route_extra = "") {
+  auto backend = [](const std::string& name, const UpstreamServer& up) {
+    return "[[backend]]\nname = '" + name + "'\nkind = 'openai'\nbase_url = '" + up.base_url() +
+           "'\nfirst_byte_timeout = 10\n";
+  };
+  return backend("a", a) + backend("b", b) + "[[route]]\nmodel = 'chat'\nbackends = ['a', 'b']\nhedge = " + hedge +
+         "\n" + route_extra + "\n";
+}
+
+double Metric(const MetricsRegistry& metrics, const std::string& series) {
+  const std::string text = metrics.Render();
+  const size_t at = text.find(series + " ");
+  return at == std::string::npos ? 0 : std::strtod(text.c_str() + at + series.size() + 1, nullptr);
+}
+
+int InFlight(const Gateway& g, const std::string& backend) {
+  nlohmann::json health;
+  g.Health(&health);
+  return health["backends"][backend]["in_flight"].get<int>();
+}
+
+TEST(GatewayHedgeTest, ALateFirstByteStartsTheNextBackendAndTheFirstToAnswerWins) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  a.first_chunk_ms = 3000;
+  MetricsRegistry metrics;
+  auto g = Build(Hedged(a, b, "{ after_ms = 50 }"), &metrics);
+  ASSERT_NE(g, nullptr);
+  for (const char* body : {kStream, kWhole}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto sink = Call(*g, body);
+    ASSERT_EQ(sink->result.kind, BackendResult::Kind::kOk) << sink->result.error.message;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500)) << "a's answer was awaited";
+    EXPECT_EQ(sink->info.backend, "b");
+    EXPECT_EQ(sink->info.attempts, 2);
+    EXPECT_EQ(sink->info.hedges, 1);
+    EXPECT_TRUE(sink->info.hedge_won);
+    if (body == kStream) {
+      EXPECT_EQ(sink->chunks.size(), 4u);
+      EXPECT_EQ(sink->first_info.backend, "b") << "the headers name the winner";
+    } else {
+      EXPECT_TRUE(sink->result.text.has_value());
+    }
+  }
+  EXPECT_TRUE(a.WaitClientClosed(2)) << "the losers' upstream requests are closed at once";
+  EXPECT_EQ(InFlight(*g, "a"), 0);
+  EXPECT_EQ(InFlight(*g, "b"), 0);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="won"})"), 2);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="lost"})"), 0);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:backend_errors_total{backend="a",kind="cancelled"})"), 0);
+}
+
+TEST(GatewayHedgeTest, AFirstAttemptThatAnswersInTimeIsNeverHedged) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  MetricsRegistry metrics;
+  auto g = Build(Hedged(a, b, "{ after_ms = 500 }"), &metrics);
+  ASSERT_NE(g, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    auto sink = Call(*g, kStream);
+    EXPECT_EQ(sink->info.backend, "a");
+    EXPECT_EQ(sink->info.hedges, 0);
+  }
+  EXPECT_EQ(b.num_requests(), 0);
+  EXPECT_EQ(metrics.Render().find("tachyon:hedges_total{"), std::string::npos);
+}
+
+TEST(GatewayHedgeTest, WhenTheFirstAttemptAnswersFirstTheHedgeIsCancelledAndLost) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  a.first_chunk_ms = 300;
+  b.first_chunk_ms = 5000;
+  MetricsRegistry metrics;
+  auto g = Build(Hedged(a, b, "{ after_ms = 30 }"), &metrics);
+  ASSERT_NE(g, nullptr);
+  auto sink = Call(*g, kStream);
+  ASSERT_EQ(sink->result.kind, BackendResult::Kind::kOk);
+  EXPECT_EQ(sink->info.backend, "a");
+  EXPECT_EQ(sink->info.hedges, 1);
+  EXPECT_FALSE(sink->info.hedge_won);
+  EXPECT_EQ(sink->chunks.size(), 4u) << "one answer, the winner's, whole";
+  EXPECT_EQ(b.num_requests(), 1);
+  EXPECT_TRUE(b.WaitClientClosed(1));
+  EXPECT_EQ(InFlight(*g, "b"), 0);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="lost"})"), 1);
+}
+
+TEST(GatewayHedgeTest, AHedgeThatFailsLeavesTheFirstAttemptToAnswer) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  a.first_chunk_ms = 200;
+  b.mode = UpstreamServer::Mode::kStatus;
+  MetricsRegistry metrics;
+  auto g = Build(Hedged(a, b, "{ after_ms = 20 }"), &metrics);
+  ASSERT_NE(g, nullptr);
+  auto sink = Call(*g, kStream);
+  ASSERT_EQ(sink->result.kind, BackendResult::Kind::kOk) << sink->result.error.message;
+  EXPECT_EQ(sink->info.backend, "a");
+  EXPECT_EQ(b.num_requests(), 1);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="lost"})"), 1);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:route_retries_total{route="chat"})"), 0);
+  // Both failing: the call ends with the last failure, the hedge counted cancelled.
+  a.first_chunk_ms = 0;
+  a.mode = UpstreamServer::Mode::kStatus;
+  b.first_chunk_ms = 0;
+  auto failed = Call(*g, kStream);
+  EXPECT_EQ(failed->result.kind, BackendResult::Kind::kFailed);
+  EXPECT_EQ(InFlight(*g, "a"), 0);
+  EXPECT_EQ(InFlight(*g, "b"), 0);
+}
+
+TEST(GatewayHedgeTest, TheClientsHeaderTurnsItOffAndTheBudgetCapsIt) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  a.first_chunk_ms = 150;
+  MetricsRegistry metrics;
+  auto g = Build(Hedged(a, b, "{ after_ms = 10, max_rate = 0 }"), &metrics);
+  ASSERT_NE(g, nullptr);
+  GatewayRequest off = Chat(kStream);
+  off.hedge = false;  // x-tachyon-hedge: off
+  auto sink = std::make_shared<Collector>();
+  g->Handle(std::move(off), sink);
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->info.backend, "a");
+  EXPECT_EQ(b.num_requests(), 0);
+  // max_rate = 0: the budget's first burst, then no more.
+  const int burst = static_cast<int>(HedgeBudget::kBurst);
+  for (int i = 0; i < burst; ++i) EXPECT_EQ(Call(*g, kStream)->info.backend, "b");
+  auto refused = Call(*g, kStream);
+  EXPECT_EQ(refused->info.backend, "a");
+  EXPECT_EQ(refused->info.hedges, 0);
+  EXPECT_EQ(b.num_requests(), burst);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_refused_total{route="chat"})"), 1);
+}
+
+TEST(GatewayHedgeTest, AHedgedMissIsStoredOnceAndServedFromTheCache) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  a.first_chunk_ms = 3000;
+  a.word = "slow";
+  b.word = "fast";
+  MetricsRegistry metrics;
+  auto g = Build("[cache]\nstore = 'memory'\n" + Hedged(a, b, "{ after_ms = 30 }", "exact_cache = true"), &metrics);
+  ASSERT_NE(g, nullptr);
+  const char* body = R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":true,"temperature":0})";
+  auto first = Call(*g, body);
+  ASSERT_EQ(first->info.backend, "b");
+  EXPECT_TRUE(a.WaitClientClosed(1));
+  EXPECT_EQ(g->exact_cache()->entries(), 1u);
+  auto second = Call(*g, body);
+  EXPECT_EQ(second->info.cache, "hit");
+  std::string text;
+  for (const BackendChunk& c : second->chunks) text += c.text;
+  EXPECT_EQ(text, "fastfastfast");
+  EXPECT_EQ(a.num_requests() + b.num_requests(), 2);
+}
+
+TEST(GatewayHedgeTest, MaxHedgesMoreThanOneStartsThemOneDelayApart) {
+  UpstreamServer a, b, c;
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  a.first_chunk_ms = 3000;
+  b.first_chunk_ms = 3000;
+  MetricsRegistry metrics;
+  auto backend = [](const std::string& name, const UpstreamServer& up) {
+    return "[[backend]]\nname = '" + name + "'\nkind = 'openai'\nbase_url = '" + up.base_url() + "'\n";
+  };
+  auto g = Build(backend("a", a) + backend("b", b) + backend("c", c) +
+                     "[[route]]\nmodel = 'chat'\nbackends = ['a', 'b', 'c']\nhedge = { after_ms = 30, max = 2 }\n",
+                 &metrics);
+  ASSERT_NE(g, nullptr);
+  auto sink = Call(*g, kStream);
+  EXPECT_EQ(sink->info.backend, "c");
+  EXPECT_EQ(sink->info.hedges, 2);
+  EXPECT_EQ(sink->info.attempts, 3);
+  EXPECT_TRUE(a.WaitClientClosed(1));
+  EXPECT_TRUE(b.WaitClientClosed(1));
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="won"})"), 1);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="lost"})"), 1);
+}
+
+TEST(GatewayHedgeTest, ACancelledHedgedCallFreesEveryAttempt) {
+  UpstreamServer a, b;
+  ASSERT_TRUE(a.ok() && b.ok());
+  a.first_chunk_ms = 3000;
+  b.first_chunk_ms = 3000;
+  MetricsRegistry metrics;
+  auto g = Build(Hedged(a, b, "{ after_ms = 20 }"), &metrics);
+  ASSERT_NE(g, nullptr);
+  auto sink = std::make_shared<Collector>();
+  CancelFn cancel = g->Handle(Chat(kStream), sink);
+  for (int i = 0; i < 500 && b.num_requests() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(b.num_requests(), 1);
+  cancel();
+  EXPECT_TRUE(a.WaitClientClosed(1));
+  EXPECT_TRUE(b.WaitClientClosed(1));
+  EXPECT_FALSE(sink->Wait(0.1));
+  EXPECT_EQ(InFlight(*g, "a"), 0);
+  EXPECT_EQ(InFlight(*g, "b"), 0);
+  EXPECT_EQ(Metric(metrics, R"(tachyon:hedges_total{route="chat",outcome="cancelled"})"), 1);
+}
+
+// Single flight: identical exact-cache misses in flight at once.
+std::string Coalescing(const UpstreamServer& up, const std::string& extra = "first_byte_timeout = 10") {
+  return "[cache]\nstore = 'memory'\n[[backend]]\nname = 'a'\nkind = 'openai'\nbase_url = '" + up.base_url() +
+         "'\n" + extra + "\n[[route]]\nmodel = 'chat'\nbackends = ['a']\nexact_cache = true\n";
+}
+
+const char* kSame = R"({"model":"chat","messages":[{"role":"user","content":"same"}],"stream":true,"temperature":0})";
+const char* kSameWhole = R"({"model":"chat","messages":[{"role":"user","content":"same"}],"temperature":0})";
+
+std::string TextOf(const Collector& sink) {
+  std::string text;
+  for (const BackendChunk& c : sink.chunks) text += c.text;
+  return text;
+}
+
+TEST(GatewaySingleFlightTest, IdenticalMissesInFlightShareOneUpstreamCallAndEachGetsTheWholeStream) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  up.num_chunks = 5;
+  up.gap_ms = 30;
+  MetricsRegistry metrics;
+  auto g = Build(Coalescing(up), &metrics);
+  ASSERT_NE(g, nullptr);
+  std::vector<std::shared_ptr<Collector>> sinks;
+  for (int i = 0; i < 20; ++i) {
+    sinks.push_back(std::make_shared<Collector>());
+    g->Handle(Chat(i % 4 == 3 ? kSameWhole : kSame), sinks.back());
+    if (i == 0) {
+      ASSERT_TRUE(sinks[0]->WaitForChunks(2)) << "the leader streams";
+    }
+  }
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->Wait()) << i;
+    EXPECT_EQ(sinks[i]->result.kind, BackendResult::Kind::kOk) << i << ": " << sinks[i]->result.error.message;
+  }
+  EXPECT_EQ(up.num_requests(), 1);
+  EXPECT_EQ(TextOf(*sinks[0]), "toktoktoktoktok");
+  EXPECT_EQ(sinks[0]->info.backend, "a");
+  for (size_t i = 1; i < sinks.size(); ++i) {
+    EXPECT_EQ(sinks[i]->info.cache, "coalesced") << i;
+    EXPECT_EQ(sinks[i]->info.backend, "single-flight") << i;
+    if (i % 4 == 3) {
+      ASSERT_TRUE(sinks[i]->result.text.has_value());
+      EXPECT_EQ(*sinks[i]->result.text, "toktoktoktoktok");
+      nlohmann::json body = nlohmann::json::parse(sinks[i]->result.body);
+      EXPECT_EQ(body["choices"][0]["message"]["content"], "toktoktoktoktok");
+      EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+      continue;
+    }
+    EXPECT_EQ(TextOf(*sinks[i]), "toktoktoktoktok") << i << ": every piece from the start, once";
+    ASSERT_GE(sinks[i]->chunks.size(), 2u);
+    nlohmann::json first = nlohmann::json::parse(sinks[i]->chunks.front().event);
+    EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+    EXPECT_EQ(first["id"], "chatcmpl-1");
+    EXPECT_EQ(sinks[i]->chunks.back().finish_reason, "stop");
+  }
+  EXPECT_EQ(Metric(metrics, R"(tachyon:cache_coalesced_total{route="chat"})"), 19);
+  // Stored once, then hits.
+  auto later = Call(*g, kSame);
+  EXPECT_EQ(later->info.cache, "hit");
+  EXPECT_EQ(up.num_requests(), 1);
+  EXPECT_EQ(g->flights().size(), 0u);
+}
+
+TEST(GatewaySingleFlightTest, ALeaderThatFailsBeforeAnyTextLetsOneFollowerGoUpstream) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  up.first_chunk_ms = 1500;  // the leader's whole answer is later than its first-byte timeout
+  MetricsRegistry metrics;
+  auto g = Build(Coalescing(up, "first_byte_timeout = 0.3"), &metrics);
+  ASSERT_NE(g, nullptr);
+  auto leader = std::make_shared<Collector>();
+  g->Handle(Chat(kSameWhole), leader);
+  for (int i = 0; i < 500 && up.num_requests() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(up.num_requests(), 1);
+  up.first_chunk_ms = 0;
+  std::vector<std::shared_ptr<Collector>> followers;
+  for (int i = 0; i < 4; ++i) {
+    followers.push_back(std::make_shared<Collector>());
+    g->Handle(Chat(i % 2 ? kSame : kSameWhole), followers.back());
+  }
+  ASSERT_TRUE(leader->Wait());
+  EXPECT_EQ(leader->result.kind, BackendResult::Kind::kFailed);
+  EXPECT_EQ(leader->result.error_kind, "first_byte_timeout");
+  for (auto& f : followers) {
+    ASSERT_TRUE(f->Wait());
+    EXPECT_EQ(f->result.kind, BackendResult::Kind::kOk) << f->result.error.message;
+  }
+  EXPECT_EQ(up.num_requests(), 2) << "one follower led the second flight, the others followed it";
+  int led = 0;
+  for (auto& f : followers) led += f->info.backend == "a";
+  EXPECT_EQ(led, 1);
+}
+
+TEST(GatewaySingleFlightTest, ALeaderWhoseClientLeavesGoesOnForItsFollowers) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  up.num_chunks = 6;
+  up.gap_ms = 30;
+  MetricsRegistry metrics;
+  auto g = Build(Coalescing(up), &metrics);
+  ASSERT_NE(g, nullptr);
+  auto leader = std::make_shared<Collector>();
+  CancelFn cancel = g->Handle(Chat(kSame), leader);
+  ASSERT_TRUE(leader->WaitForChunks(2));
+  auto follower = std::make_shared<Collector>();
+  CancelFn cancel_follower = g->Handle(Chat(kSame), follower);
+  auto leaving = std::make_shared<Collector>();
+  CancelFn cancel_leaving = g->Handle(Chat(kSame), leaving);
+  cancel();
+  cancel_leaving();
+  ASSERT_TRUE(follower->Wait());
+  EXPECT_EQ(follower->result.kind, BackendResult::Kind::kOk);
+  EXPECT_EQ(TextOf(*follower), "toktoktoktoktoktok");
+  EXPECT_FALSE(leader->Wait(0.05)) << "the leader's client hears nothing more";
+  EXPECT_FALSE(leaving->done);
+  EXPECT_EQ(up.num_requests(), 1);
+  EXPECT_EQ(up.num_client_closed(), 0) << "the upstream call was not cancelled";
+  EXPECT_EQ(Call(*g, kSame)->info.cache, "hit") << "and its answer was stored";
+  // Without followers, a leader's client leaving cancels the upstream call as before.
+  const char* other = R"({"model":"chat","messages":[{"role":"user","content":"other"}],"stream":true,"temperature":0})";
+  auto alone = std::make_shared<Collector>();
+  CancelFn cancel_alone = g->Handle(Chat(other), alone);
+  ASSERT_TRUE(alone->WaitForChunks(2));
+  cancel_alone();
+  EXPECT_TRUE(up.WaitClientClosed(1));
+  EXPECT_EQ(InFlight(*g, "a"), 0);
+}
+
+TEST(GatewaySingleFlightTest, OffForARouteThatSaysSoAndForNoCacheRequests) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  up.num_chunks = 4;
+  up.gap_ms = 30;
+  MetricsRegistry metrics;
+  auto g = Build(Coalescing(up) + "coalesce = false\n", &metrics);
+  ASSERT_NE(g, nullptr);
+  std::vector<std::shared_ptr<Collector>> sinks;
+  for (int i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_shared<Collector>());
+    g->Handle(Chat(kSame), sinks.back());
+  }
+  for (auto& s : sinks) ASSERT_TRUE(s->Wait());
+  EXPECT_EQ(up.num_requests(), 3);
+  auto on = Build(Coalescing(up), &metrics);
+  std::vector<std::shared_ptr<Collector>> fresh;
+  const char* again = R"({"model":"chat","messages":[{"role":"user","content":"again"}],"stream":true,"temperature":0})";
+  for (int i = 0; i < 3; ++i) {
+    fresh.push_back(std::make_shared<Collector>());
+    GatewayRequest r = Chat(again);
+    r.cache_control = "no-cache";
+    on->Handle(std::move(r), fresh.back());
+  }
+  for (auto& s : fresh) ASSERT_TRUE(s->Wait());
+  EXPECT_EQ(up.num_requests(), 6) << "no-cache asks for a fresh answer of its own";
 }
 
 }  // namespace

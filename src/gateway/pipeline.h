@@ -28,6 +28,7 @@ struct GatewayRequest {
   std::string tenant;                          // who asked (the API key's owner), for scoping
   std::chrono::steady_clock::time_point arrival;
   std::string cache_control;                   // the client's Cache-Control header, lower-case
+  bool hedge = true;                           // false: the client sent x-tachyon-hedge: off
   // True while the client has not yet taken enough of what was sent: a backend that
   // can pause its stream does (backpressure); may be empty.
   std::function<bool()> output_blocked;

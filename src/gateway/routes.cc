@@ -120,14 +120,28 @@ Route::Route(const RouteConfig& config, std::vector<std::shared_ptr<BackendSlot>
   fallbacks_ = &m->AddCounter("tachyon:route_fallbacks_total",
                               "Requests answered by a backend other than the policy's first choice", {"route"})
                     .With({config.model});
+  hedges_ = &m->AddCounter("tachyon:hedges_total",
+                           "Hedged attempts (a backend started beside a late first attempt), by outcome: won (it "
+                           "answered), lost (another attempt answered first), cancelled (the call ended unanswered)",
+                           {"route", "outcome"});
+  hedges_refused_ = &m->AddCounter("tachyon:hedges_refused_total",
+                                   "Hedges not started because the route's hedge budget (max_rate) was spent",
+                                   {"route"})
+                         .With({config.model});
+  coalesced_ = &m->AddCounter("tachyon:cache_coalesced_total",
+                              "Cache misses that followed an identical request's upstream call (single flight) "
+                              "instead of making their own",
+                              {"route"})
+                    .With({config.model});
+  hedge_budget_ = std::make_unique<HedgeBudget>(config.hedge ? config.hedge->max_rate : 0);
   errors_ = &m->AddCounter("tachyon:request_error_total", "Requests that ended in an error, by kind",
                            {"route", "backend", "kind"});
 }
 
-void Route::RecordStageAnswer(const std::string& answered_by, double seconds) const {
+void Route::RecordStageAnswer(const std::string& answered_by, double ttft_seconds, double e2e_seconds) const {
   const std::vector<std::string> v = {config_.model, config_.model, answered_by};
-  ttft_family_->With(v).Observe(seconds);
-  e2e_family_->With(v).Observe(seconds);
+  ttft_family_->With(v).Observe(ttft_seconds);
+  e2e_family_->With(v).Observe(e2e_seconds);
   success_family_->With(v).Add();
 }
 

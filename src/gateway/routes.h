@@ -27,6 +27,7 @@
 #include "backend/backend.h"
 #include "gateway/gateway_config.h"
 #include "gateway/route/circuit_breaker.h"
+#include "gateway/route/hedge.h"
 #include "gateway/route/route_policy.h"
 #include "obs/metrics.h"
 
@@ -46,6 +47,10 @@ struct BackendSlot {
   CircuitBreaker breaker;   // guarded by mutex
   int outstanding = 0;      // guarded by mutex
   double ttft_ewma = -1;    // guarded by mutex; seconds, < 0: no sample
+  // Guarded by mutex: each attempt's seconds from its start to its first byte
+  // (a streamed answer's first content chunk, a whole answer's end; an attempt
+  // cancelled before it: the time it ran, a lower bound), for hedge after = "pNN".
+  LatencyWindow first_bytes;
 
   // Metrics, labelled by backend.
   Histogram* first_byte = nullptr;
@@ -79,10 +84,22 @@ class Route {
   const Series& series(size_t idx) const { return series_[idx]; }
   // A stage's answer (a cache hit): its TTFT (the whole answer), E2E and success,
   // under backend = the stage that answered ("exact-cache", "semantic-cache").
-  void RecordStageAnswer(const std::string& answered_by, double seconds) const;
+  void RecordStageAnswer(const std::string& answered_by, double seconds) const {
+    RecordStageAnswer(answered_by, seconds, seconds);
+  }
+  // One whose first token came before its end (a follower of a single flight).
+  void RecordStageAnswer(const std::string& answered_by, double ttft_seconds, double e2e_seconds) const;
+  // Requests that followed an identical miss's upstream call (single flight).
+  Counter& coalesced() const { return *coalesced_; }
   Counter& requests() const { return *requests_; }
   Counter& retries() const { return *retries_; }
   Counter& fallbacks() const { return *fallbacks_; }
+  // Hedged requests (config().hedge): each hedge's outcome ("won": its answer was
+  // served; "lost": another attempt's was; "cancelled": the call ended without
+  // an answer), and the hedges the budget refused.
+  Counter& hedges(const char* outcome) const { return hedges_->With({config_.model, outcome}); }
+  Counter& hedges_refused() const { return *hedges_refused_; }
+  HedgeBudget& hedge_budget() const { return *hedge_budget_; }
   Counter& error(const std::string& backend, const std::string& kind) const {
     return errors_->With({config_.model, backend, kind});
   }
@@ -123,6 +140,10 @@ class Route {
   Counter* requests_ = nullptr;
   Counter* retries_ = nullptr;
   Counter* fallbacks_ = nullptr;
+  CounterFamily* hedges_ = nullptr;
+  Counter* hedges_refused_ = nullptr;
+  Counter* coalesced_ = nullptr;
+  std::unique_ptr<HedgeBudget> hedge_budget_;
   CounterFamily* errors_ = nullptr;
 };
 

@@ -506,6 +506,10 @@ class HttpSink : public GatewaySink {
                            {"ttft_ms", Millis(info.ttft_seconds)},
                            {"e2e_ms", Millis(info.e2e_seconds)}};
     if (!info.cache.empty()) line["cache"] = info.cache;
+    if (info.hedges > 0) {
+      line["hedged"] = info.hedges;
+      line["winner"] = info.hedge_won ? "hedge" : "first";
+    }
     if (info.cache_similarity >= 0) line["cache_similarity"] = info.cache_similarity;
     if (!info.route_class.empty()) {
       line["route_class"] = info.route_class;
@@ -913,6 +917,11 @@ void OpenAiServer::Dispatch(const HttpRequest& http, std::shared_ptr<ResponseWri
                    .arrival = arrival};
   if (auto it = http.headers.find("cache-control"); it != http.headers.end()) {
     for (char c : it->second) g.cache_control += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (auto it = http.headers.find("x-tachyon-hedge"); it != http.headers.end()) {
+    std::string value;
+    for (char c : it->second) value += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    g.hedge = value != "off";
   }
   const std::shared_ptr<const OpenAiServerOptions> options = Options();
   if (options->pause_unsent_bytes > 0) {

@@ -9,6 +9,9 @@
 //   --gap-ms 0          the whole response in one write (streams per second);
 //   --gap-ms G          one chunk every G ms on a timer (added latency per chunk);
 //   --first-byte-ms D   the response head D ms after the request (a slow upstream);
+//   --slow-every N --slow-ms S
+//                       every Nth completion request's head S ms late instead (a tail: one
+//                       request in N), counted across connections in arrival order;
 //   --status S          every completion answered S with an OpenAI error body (500: a failing upstream);
 //   --hang              requests are read and never answered (a stuck upstream);
 //   --retry-after S     with --status: a Retry-After: S header on the error;
@@ -41,12 +44,14 @@ struct Options {
   int port = 18500;
   int gap_ms = 0;
   int first_byte_ms = 0;
+  int slow_every = 0, slow_ms = 0;
   int status = 200;
   bool hang = false;
   int retry_after = -1;
   std::string answer = "text";
 };
 Options options;
+int completions = 0;  // completion requests so far (one thread: no lock)
 
 std::string Chunk(const std::string& data) {
   char size[16];
@@ -194,8 +199,11 @@ asio::awaitable<void> Session(tcp::socket socket) {
       while (!ec) co_await socket.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
       co_return;
     }
-    if (options.first_byte_ms > 0) {
-      timer.expires_after(std::chrono::milliseconds(options.first_byte_ms));
+    ++completions;
+    const int late = options.slow_every > 0 && completions % options.slow_every == 0 ? options.slow_ms
+                                                                                    : options.first_byte_ms;
+    if (late > 0) {
+      timer.expires_after(std::chrono::milliseconds(late));
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
     if (options.status != 200) {
@@ -269,6 +277,10 @@ int main(int argc, char** argv) {
       options.gap_ms = value();
     } else if (std::strcmp(argv[i], "--first-byte-ms") == 0) {
       options.first_byte_ms = value();
+    } else if (std::strcmp(argv[i], "--slow-every") == 0) {
+      options.slow_every = value();
+    } else if (std::strcmp(argv[i], "--slow-ms") == 0) {
+      options.slow_ms = value();
     } else if (std::strcmp(argv[i], "--status") == 0) {
       options.status = value();
     } else if (std::strcmp(argv[i], "--hang") == 0) {

@@ -6,6 +6,8 @@
 //   kStatus   an error status with an OpenAI error body
 //   kHang     never answers (until the server stops)
 //   kCutAfter streams `cut_after` chunks, then closes the connection mid-stream
+// first_chunk_ms delays a stream's first chunk (its head goes at once) and a
+// whole answer (a slow upstream's first byte).
 #pragma once
 
 #include <atomic>
@@ -59,6 +61,7 @@ class UpstreamServer {
   std::atomic<int> gap_ms{0};
   std::atomic<int> status{500};
   std::atomic<int> cut_after{1};
+  std::atomic<int> first_chunk_ms{0};
   std::string word = "tok";  // set before requests arrive
 
   int num_requests() const { return num_requests_.load(); }
@@ -127,25 +130,22 @@ class UpstreamServer {
       return;
     }
     const int n = num_chunks.load(), gap = gap_ms.load(), cut = m == Mode::kCutAfter ? cut_after.load() : -1;
+    const int late = first_chunk_ms.load();
+    if (!stream && late > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      threads_.emplace_back([this, w, chat, n, late] {
+        if (Sleep(late)) RespondWhole(*w, chat, n);
+      });
+      return;
+    }
     if (!stream) {
-      std::string text;
-      for (int i = 0; i < n; ++i) text += word;
-      nlohmann::json choice = {{"index", 0}, {"finish_reason", "stop"}};
-      if (chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
-      } else {
-        choice["text"] = text;
-      }
-      w->Respond(200, "application/json",
-                 nlohmann::json({{"id", "up-1"}, {"object", chat ? "chat.completion" : "text_completion"},
-                                 {"model", "upstream"}, {"choices", {choice}},
-                                 {"usage", {{"prompt_tokens", 5}, {"completion_tokens", n}, {"total_tokens", 5 + n}}}})
-                     .dump());
+      RespondWhole(*w, chat, n);
       return;
     }
     w->StartStream(200, "text/event-stream");
     std::lock_guard<std::mutex> lock(mutex_);
-    threads_.emplace_back([this, w, chat, n, gap, cut] {
+    threads_.emplace_back([this, w, chat, n, gap, cut, late] {
+      if (late > 0 && !Sleep(late)) return;
       for (int i = 0; i < n && !stopping_; ++i) {
         if (i > 0 && gap > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap));
         if (i == cut) {
@@ -159,6 +159,32 @@ class UpstreamServer {
       w->Write("data: [DONE]\n\n");
       w->End();
     });
+  }
+
+  // Sleeps ms, in steps, unless the server stops first (false then).
+  bool Sleep(int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      if (stopping_) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return !stopping_;
+  }
+
+  void RespondWhole(ResponseWriter& w, bool chat, int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i) text += word;
+    nlohmann::json choice = {{"index", 0}, {"finish_reason", "stop"}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    w.Respond(200, "application/json",
+               nlohmann::json({{"id", "up-1"}, {"object", chat ? "chat.completion" : "text_completion"},
+                               {"model", "upstream"}, {"choices", {choice}},
+                               {"usage", {{"prompt_tokens", 5}, {"completion_tokens", n}, {"total_tokens", 5 + n}}}})
+                   .dump());
   }
 
   std::unique_ptr<HttpServer> server_;

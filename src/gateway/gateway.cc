@@ -316,6 +316,11 @@ Status Gateway::BuildCaches(const GatewayConfig& config, const Gateway* previous
             o.verifier = std::make_shared<PairVerifier>(std::move(w).value());
           }
         }
+        if (c.audit.sample > 0) {
+          o.audit = std::make_shared<SemanticAudit>(r.model, c.threshold, c.audit, embedder, o.verifier, c.verifier,
+                                                    metrics);
+          semantic_audits_[r.model] = o.audit;
+        }
         routes[r.model] = std::move(o);
       }
       pipeline_.Add(std::make_unique<SemanticCacheStage>(std::move(routes), semantic_cache_, metrics));

@@ -78,6 +78,7 @@ StatusOr<std::unordered_map<std::string, std::shared_ptr<const TaskRouter>>> Bui
 
 class CacheStore;
 class ExactCache;
+class SemanticAudit;
 class SemanticCache;
 
 class Gateway : public std::enable_shared_from_this<Gateway> {
@@ -140,6 +141,10 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // The stored responses of /v1/responses (in memory unless [responses] keeps them in the [cache] store).
   const std::shared_ptr<ResponseStore>& responses() const { return responses_; }
   const Offload& offload() const { return offload_; }
+  // The live audits of the routes whose semantic cache has one, by route.
+  const std::unordered_map<std::string, std::shared_ptr<SemanticAudit>>& semantic_audits() const {
+    return semantic_audits_;
+  }
   // The upstream calls that identical cache misses share (single flight), by cache key.
   SingleFlight& flights() const { return flights_; }
 
@@ -186,6 +191,7 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
       ResponsesConfig{}.max_entries, ResponsesConfig{}.max_bytes, ResponsesConfig{}.ttl);
   ResponsesConfig responses_config_;
   mutable SingleFlight flights_;
+  std::unordered_map<std::string, std::shared_ptr<SemanticAudit>> semantic_audits_;
 };
 
 }  // namespace tachyon

@@ -810,6 +810,77 @@ class GatewayCall : public std::enable_shared_from_this<GatewayCall> {
     if (answer.result.kind == BackendResult::Kind::kOk) route_->RecordStageAnswer(answer.answered_by, e2e);
     for (const BackendChunk& chunk : answer.chunks) sink_->OnChunk(chunk, info);
     sink_->OnDone(answer.result, info);
+    if (answer.audit) Audit(answer.audit);
+  }
+
+  // The fresh answer of an audited stage answer, collected in the background.
+  class AuditSink : public BackendSink {
+   public:
+    using Audit = std::function<void(std::optional<std::string>, bool, const std::string&)>;
+    AuditSink(Audit audit, bool deterministic, Gateway::Offload offload)
+        : audit_(std::move(audit)), deterministic_(deterministic), offload_(std::move(offload)) {}
+    void OnChunk(BackendChunk chunk) override {
+      if (chunk.has_tool_calls) storable_ = false;
+      if (!chunk.reasoning) text_ += chunk.text;
+      streamed_ = true;
+    }
+    void OnDone(BackendResult result) override {
+      std::optional<std::string> fresh;
+      if (result.kind == BackendResult::Kind::kOk && storable_) {
+        if (streamed_) {
+          fresh = std::move(text_);
+        } else if (result.text) {
+          fresh = std::move(*result.text);
+        }
+      }
+      // The comparison may embed both answers: not on the backend's thread.
+      auto run = [audit = std::move(audit_), fresh = std::move(fresh), deterministic = deterministic_] {
+        audit(fresh, deterministic, "failed");
+      };
+      if (offload_) {
+        offload_(std::move(run));
+      } else {
+        run();
+      }
+    }
+
+   private:
+    Audit audit_;
+    bool deterministic_;
+    Gateway::Offload offload_;
+    std::string text_;
+    bool streamed_ = false, storable_ = true;
+  };
+
+  // A sampled semantic hit (the client has its answer): the same request to the
+  // route's first available backend, its answer to the audit; none while every
+  // backend's breaker is open. Not counted in the route's or the backend's series.
+  void Audit(AuditSink::Audit audit) {
+    const std::vector<size_t> plan =
+        route_->Plan(*pending_.request, pending_.route_class, gateway_->clock().Now());
+    if (plan.empty()) {
+      audit(std::nullopt, false, "breaker");
+      return;
+    }
+    std::shared_ptr<Backend> backend = route_->slots()[plan[0]]->backend;
+    BackendRequest request{.request = pending_.request,
+                           .id = "audit-" + pending_.id,
+                           .created = pending_.created,
+                           .model_name = route_->name(),
+                           .arrival = std::chrono::steady_clock::now(),
+                           .prompt_cache = route_->config().prompt_cache};
+    const bool deterministic = std::string_view(backend->kind()) == "local" &&
+                               pending_.request->sampling.temperature == 0;
+    auto sink = std::make_shared<AuditSink>(std::move(audit), deterministic, gateway_->offload());
+    // The gateway is held until the audit ends: it owns the backend.
+    auto start = [gateway = gateway_, backend, request = std::move(request), sink]() mutable {
+      backend->Start(std::move(request), sink);
+    };
+    if (backend->StartIsCostly() && gateway_->offload()) {
+      gateway_->offload()(std::move(start));
+    } else {
+      start();
+    }
   }
 
   struct Capture {  // what the stages that keep answers will be given

@@ -483,6 +483,20 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     }
     c.ttl = r->exact_cache_ttl;
     RETURN_IF_ERROR(s.Number("ttl", &c.ttl, 0.001, 1e9));
+    SemanticAuditOptions& a = c.audit;
+    RETURN_IF_ERROR(s.Number("audit_sample", &a.sample, 0, 1));
+    RETURN_IF_ERROR(s.Integer("audit_concurrency", &a.concurrency, 1, 1024));
+    RETURN_IF_ERROR(s.String("audit_compare", &a.compare));
+    if (a.compare != "auto" && a.compare != "exact" && a.compare != "similar") {
+      return s.Error(*s.Get("audit_compare"), "audit_compare",
+                     "must be \"auto\", \"exact\" or \"similar\", not \"" + a.compare + "\"");
+    }
+    RETURN_IF_ERROR(s.Number("audit_agree", &a.agree, -1, 1));
+    RETURN_IF_ERROR(s.Number("max_false_hit_rate", &a.max_false_hit_rate, 0, 1));
+    RETURN_IF_ERROR(s.Bool("auto_threshold", &a.auto_threshold));
+    if (a.auto_threshold && a.sample <= 0) {
+      return s.Error(*s.Get("auto_threshold"), "auto_threshold", "needs audit_sample > 0: the audits are its evidence");
+    }
     RETURN_IF_ERROR(s.NoOtherKeys());
     r->semantic_cache = std::move(c);
   }

@@ -19,6 +19,7 @@
 #include "backend/local_backend.h"
 #include "backend/remote_backend.h"
 #include "base/status.h"
+#include "gateway/cache/semantic_audit.h"
 #include "gateway/keys/keyring.h"
 #include "gateway/keys/shared_limits.h"
 #include "gateway/route/circuit_breaker.h"
@@ -60,6 +61,9 @@ struct SemanticCacheConfig {
   double band = 0.03;           // cosines this far under the threshold hit when the guards pass
   std::string guards = "all";   // "all" (every hit), "band" (the band under the threshold only) or "off"
   double ttl = 3600;            // seconds an answer stays
+  // audit_sample, audit_concurrency, audit_compare, audit_agree, max_false_hit_rate,
+  // auto_threshold: the live audit of hits (gateway/cache/semantic_audit.h).
+  SemanticAuditOptions audit;
 };
 
 // A class of a `classify` route: `[[route.class]]`.

@@ -8,6 +8,8 @@
 #include <future>
 
 #include "gateway/cache/exact_cache.h"
+#include "gateway/cache/semantic_cache.h"
+#include "tests/support/eventually.h"
 #include "tests/support/upstream_server.h"
 
 namespace tachyon {
@@ -826,6 +828,53 @@ TEST(GatewaySingleFlightTest, OffForARouteThatSaysSoAndForNoCacheRequests) {
   }
   for (auto& s : fresh) ASSERT_TRUE(s->Wait());
   EXPECT_EQ(up.num_requests(), 6) << "no-cache asks for a fresh answer of its own";
+}
+
+TEST(GatewaySemanticAuditTest, ASampledHitIsAskedAgainUpstreamAndAWrongOneRaisesTheThreshold) {
+  UpstreamServer up;
+  ASSERT_TRUE(up.ok());
+  MetricsRegistry metrics;
+  auto g = Build("[cache]\nstore = 'memory'\n[[backend]]\nname = 'a'\nkind = 'openai'\nbase_url = '" + up.base_url() +
+                     "'\n[[route]]\nmodel = 'chat'\nbackends = ['a']\n"
+                     "semantic_cache = { embedder = 'hash', threshold = 0.5, guards = 'off', audit_sample = 1.0, "
+                     "audit_compare = 'exact', auto_threshold = true, max_false_hit_rate = 0.02 }\n",
+                 &metrics);
+  ASSERT_NE(g, nullptr);
+  auto ask = [&](const std::string& question) {
+    return Call(*g, R"({"model":"chat","messages":[{"role":"user","content":")" + question +
+                        R"("}],"stream":true,"temperature":0})");
+  };
+  EXPECT_EQ(ask("what is the capital city of france")->info.cache, "miss");
+  g->semantic_cache()->FlushPuts();
+  // The same meaning, the same fresh answer: the audit agrees.
+  auto hit = ask("what is the capital city of france please");
+  ASSERT_EQ(hit->info.cache, "hit");
+  EXPECT_EQ(TextOf(*hit), "toktoktok");
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return Metric(metrics, R"(tachyon:cache_semantic_audits_total{route="chat",result="agree"})") == 1; }));
+  EXPECT_EQ(up.num_requests(), 2) << "the audit asked upstream, in the background";
+  // The upstream's answers change: every hit is now wrong.
+  up.word = "new";
+  const char* rewordings[] = {"what is the capital city of france now", "what is the capital city of france today",
+                              "so what is the capital city of france", "what is the capital city of france then"};
+  int hits = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto r = ask(rewordings[i % 4] + std::string(i / 4, '?'));
+    if (r->info.cache != "hit") break;
+    EXPECT_EQ(TextOf(*r), "toktoktok") << "the client gets the cached answer at once";
+    ++hits;
+    const double audited = hits + 1;
+    ASSERT_TRUE(testing::Eventually([&] {
+      return Metric(metrics, R"(tachyon:cache_semantic_audits_total{route="chat",result="agree"})") +
+                 Metric(metrics, R"(tachyon:cache_semantic_audits_total{route="chat",result="disagree"})") ==
+             audited;
+    }));
+  }
+  const nlohmann::json stats = g->semantic_audits().at("chat")->Stats();
+  EXPECT_GT(stats["threshold"].get<double>(), 0.5) << stats.dump();
+  EXPECT_GE(stats["raises"].get<int>(), 1);
+  EXPECT_LT(hits, 40) << "a raised threshold turns the wrong hits into misses";
+  EXPECT_GT(Metric(metrics, R"(tachyon:cache_semantic_threshold{route="chat"})"), 0.5);
 }
 
 }  // namespace

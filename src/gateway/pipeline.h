@@ -80,6 +80,11 @@ struct StageAnswer {
   std::vector<BackendChunk> chunks;  // streaming clients
   BackendResult result;              // body for the others; usage, finish reason
   std::string answered_by;           // "exact-cache": the x-tachyon-backend header
+  // A sampled audit of this answer (the semantic cache's precision): the gateway
+  // sends the request upstream in the background and calls this with the fresh
+  // answer's text, whether it came from a deterministic backend (a local engine
+  // at temperature 0), or with nullopt and why not ("breaker", "failed").
+  std::function<void(std::optional<std::string> fresh, bool deterministic, const std::string& why_not)> audit;
 };
 
 class Stage {

@@ -1035,6 +1035,7 @@ void OpenAiServer::HandleCacheAdmin(const HttpRequest& request, const std::strin
   if (request.method == "GET") {
     nlohmann::json stats = exact ? exact->Stats() : nlohmann::json{{"entries", 0}, {"bytes", 0}, {"routes", {}}};
     stats["semantic"] = semantic ? semantic->Stats() : nlohmann::json{{"entries", 0}, {"bytes", 0}, {"routes", {}}};
+    for (const auto& [name, audit] : gateway->semantic_audits()) stats["semantic"]["audits"][name] = audit->Stats();
     const ResponseStore& responses = *gateway->responses();
     stats["responses"] = {{"entries", responses.size()}, {"bytes", responses.bytes()}, {"store", responses.describe()}};
     writer.Respond(200, "application/json", stats.dump());

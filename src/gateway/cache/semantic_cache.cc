@@ -378,7 +378,8 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
       store_->Search(request.semantic_embedder, request.semantic_scope, request.semantic_vector, kCandidates, now);
   request.AddStepSpan("search", embedded, std::chrono::steady_clock::now(),
                       {{"tachyon.candidates", static_cast<int64_t>(candidates.size())}});
-  const HitOptions& hit = options.hit;
+  HitOptions hit = options.hit;
+  if (options.audit) hit.threshold = options.audit->threshold();
   std::optional<SemanticCache::Candidate> chosen;
   for (const SemanticCache::Candidate& c : candidates) {
     const HitDecision d = DecideHit(c.similarity, c.entry->question, request.semantic_question,
@@ -404,6 +405,12 @@ std::optional<StageAnswer> SemanticCacheStage::Process(GatewayRequest& request) 
   request.cache_similarity = chosen->similarity;
   StageAnswer answer = RenderCachedAnswer(chosen->entry->answer, request);
   answer.answered_by = "semantic-cache";
+  if (options.audit && options.audit->Begin()) {
+    answer.audit = [audit = options.audit, similarity = chosen->similarity, cached = chosen->entry->answer.text](
+                       std::optional<std::string> fresh, bool deterministic, const std::string& why_not) {
+      audit->End(similarity, cached, fresh, deterministic, why_not);
+    };
+  }
   return answer;
 }
 

@@ -37,6 +37,7 @@
 #include "embed/embedder.h"
 #include "embed/pair_verifier.h"
 #include "gateway/cache/cache_store.h"
+#include "gateway/cache/semantic_audit.h"
 #include "gateway/pipeline.h"
 #include "gateway/cache/vector_index.h"
 #include "obs/metrics.h"
@@ -141,6 +142,9 @@ struct SemanticRouteOptions {
   double ttl_seconds = 3600;
   bool sampled = false;
   bool key_model = false;  // as ExactCacheRouteOptions::key_model
+  // The live audit of the route's hits (gateway/cache/semantic_audit.h); null: none.
+  // Its threshold is the one hits need (raised by auto_threshold).
+  std::shared_ptr<SemanticAudit> audit;
 };
 
 class SemanticCacheStage : public Stage {

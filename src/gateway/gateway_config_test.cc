@@ -477,6 +477,34 @@ TEST(GatewayConfigTest, HedgeTable) {
             std::string::npos);
 }
 
+TEST(GatewayConfigTest, CoalesceAndTheSemanticCachesAuditKeys) {
+  const std::string route = std::string(kTwoOpenai) + "[[route]]\nmodel = 'c'\nbackends = ['small']\n";
+  EXPECT_TRUE(Parse(route).value().routes[0].coalesce) << "single flight is on by default";
+  EXPECT_FALSE(Parse(route + "coalesce = false\n").value().routes[0].coalesce);
+  StatusOr<GatewayConfig> c = Parse(route + "semantic_cache = { embedder = 'hash' }\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->routes[0].semantic_cache->audit, SemanticAuditOptions{}) << "audits are off by default";
+  EXPECT_EQ(c->routes[0].semantic_cache->audit.sample, 0);
+  c = Parse(route + "semantic_cache = { embedder = 'hash', audit_sample = 0.25, audit_concurrency = 16, "
+                    "audit_compare = 'similar', audit_agree = 0.8, auto_threshold = true, max_false_hit_rate = 0.05 }\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const SemanticAuditOptions& a = c->routes[0].semantic_cache->audit;
+  EXPECT_DOUBLE_EQ(a.sample, 0.25);
+  EXPECT_EQ(a.concurrency, 16);
+  EXPECT_EQ(a.compare, "similar");
+  EXPECT_DOUBLE_EQ(a.agree, 0.8);
+  EXPECT_TRUE(a.auto_threshold);
+  EXPECT_DOUBLE_EQ(a.max_false_hit_rate, 0.05);
+  auto error = [&](const std::string& keys) {
+    return ErrorOf(route + "semantic_cache = { embedder = 'hash', " + keys + " }\n");
+  };
+  EXPECT_NE(error("audit_sample = 1.5").find("audit_sample"), std::string::npos);
+  EXPECT_NE(error("audit_concurrency = 0").find("audit_concurrency"), std::string::npos);
+  EXPECT_NE(error("audit_compare = 'fuzzy'").find("must be \"auto\", \"exact\" or \"similar\""), std::string::npos);
+  EXPECT_NE(error("max_false_hit_rate = -0.1").find("max_false_hit_rate"), std::string::npos);
+  EXPECT_NE(error("auto_threshold = true").find("needs audit_sample > 0"), std::string::npos);
+}
+
 TEST(GatewayConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
   EXPECT_EQ(ErrorOf("[[backend]]\nname = \"a\"\nkind = \"grpc\"\n"),
             "t.toml:3: backend #1: key 'kind': must be \"local\", \"openai\", \"anthropic\" or \"embedding\", not \"grpc\"");

@@ -845,7 +845,9 @@ TEST(GatewaySemanticAuditTest, ASampledHitIsAskedAgainUpstreamAndAWrongOneRaises
                         R"("}],"stream":true,"temperature":0})");
   };
   EXPECT_EQ(ask("what is the capital city of france")->info.cache, "miss");
-  g->semantic_cache()->FlushPuts();
+  // The answer is stored after the client has it (and put on the cache's inserter
+  // thread): wait for it to be in.
+  ASSERT_TRUE(testing::Eventually([&] { return g->semantic_cache()->entries() == 1; }));
   // The same meaning, the same fresh answer: the audit agrees.
   auto hit = ask("what is the capital city of france please");
   ASSERT_EQ(hit->info.cache, "hit");

@@ -103,5 +103,24 @@ TEST(ToolCallsTest, DetectsTheSyntaxOfRealTemplates) {
   }
 }
 
+// This project's templates (tests/golden/chat-templates): Qwen3 calls tools in
+// <tool_call> tags as Hermes does; Gemma 3's and Phi-4-mini's templates name no syntax
+// of their own: the generic JSON form.
+TEST(ToolCallsTest, DetectsTheSyntaxOfTheNewerTemplates) {
+  const std::string dir = std::string(TACHYON_SOURCE_DIR) + "/tests/golden/chat-templates/templates";
+  const std::map<std::string, ToolCallSyntax> expected = {
+      {"Qwen-Qwen3-0.6B", ToolCallSyntax::kHermes},
+      {"google-gemma-3-1b-it", ToolCallSyntax::kJson},
+      {"microsoft-Phi-4-mini-instruct", ToolCallSyntax::kJson},
+  };
+  for (const auto& [name, syntax] : expected) {
+    std::ifstream in(dir + "/" + name + ".jinja");
+    ASSERT_TRUE(in.good()) << dir << "/" << name << ".jinja";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ToolCallSyntaxName(DetectToolCallSyntax(ss.str())), std::string(ToolCallSyntaxName(syntax))) << name;
+  }
+}
+
 }  // namespace
 }  // namespace tachyon

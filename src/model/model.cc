@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -66,10 +67,21 @@ Status Model::BindWeights() {
                                   "attn_k.bias and " + (w.bv ? "" : "no ") + p +
                                   "attn_v.bias: the q, k and v biases come all three or none");
     }
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(vector(p + "attn_q_norm.weight", c.head_dim, &w.q_norm, false));
+      RETURN_IF_ERROR(vector(p + "attn_k_norm.weight", c.head_dim, &w.k_norm, false));
+    }
     RETURN_IF_ERROR(vector(p + "ffn_norm.weight", c.n_embd, &w.ffn_norm, false));
-    RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &w.w_gate));
-    RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &w.w_up));
-    RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &w.w_down));
+    if (c.is_moe()) {
+      RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd, &w.router));
+      RETURN_IF_ERROR(BindExperts(file_, p + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &w.exp_gate));
+      RETURN_IF_ERROR(BindExperts(file_, p + "ffn_up_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &w.exp_up));
+      RETURN_IF_ERROR(BindExperts(file_, p + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp, &w.exp_down));
+    } else {
+      RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &w.w_gate));
+      RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &w.w_up));
+      RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &w.w_down));
+    }
   }
   // Where this CPU has packed kernels, the matrices are packed once here and their
   // file pages released (token_embd_ stays as it is: it serves row lookups; a tied
@@ -82,7 +94,15 @@ Status Model::BindWeights() {
   };
   pack(&output_);
   for (LayerWeights& w : layers_) {
-    for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(m);
+    for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo}) pack(m);
+    if (c.is_moe()) {
+      pack(&w.router);
+      for (auto* experts : {&w.exp_gate, &w.exp_up, &w.exp_down}) {
+        for (WeightMatrix& m : *experts) pack(&m);
+      }
+    } else {
+      for (WeightMatrix* m : {&w.w_gate, &w.w_up, &w.w_down}) pack(m);
+    }
   }
   return Status::Ok();
 }
@@ -132,6 +152,62 @@ void Model::Attention(const ForwardBatch& batch, const float* q, LayerKv layer, 
   });
 }
 
+void Model::ExpertsFfn(const LayerWeights& w, const float* h, int64_t n, float* out, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const int64_t n_expert = c.n_expert, k = c.n_expert_used, ff = c.n_ff_exp, e = c.n_embd;
+  // Routing, as llama.cpp does it: the softmax of the router's logits over every
+  // expert, the k most probable (the lower id first on a tie), their
+  // probabilities normalized to sum to 1. Pick (t, j) is token t's j-th expert.
+  std::vector<float> probs(n * n_expert);
+  MatMul(w.router, h, n, probs.data(), pool);
+  std::vector<float> weight(n * k);
+  std::vector<std::vector<int64_t>> picks_of(n_expert);  // the picks each expert computes
+  std::vector<int32_t> order(n_expert);
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = &probs[t * n_expert];
+    Softmax(p, n_expert);
+    for (int32_t i = 0; i < n_expert; ++i) order[i] = i;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += p[order[j]];
+    sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor: the smallest F16 normal
+    for (int64_t j = 0; j < k; ++j) {
+      weight[t * k + j] = p[order[j]] / sum;
+      picks_of[order[j]].push_back(t * k + j);
+    }
+  }
+  // Each expert once, over all the tokens that picked it: its weights are read once
+  // per step however many tokens the batch holds.
+  std::vector<float> y(n * k * e);  // [n, k, n_embd]: each pick's expert output
+  std::vector<float> in, gate, up, down;
+  for (int64_t x = 0; x < n_expert; ++x) {
+    const std::vector<int64_t>& picks = picks_of[x];
+    if (picks.empty()) continue;
+    const int64_t m = static_cast<int64_t>(picks.size());
+    in.resize(m * e);
+    gate.resize(m * ff);
+    up.resize(m * ff);
+    down.resize(m * e);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(h + (picks[i] / k) * e, e, &in[i * e]);
+    MatMulSameInput({{&w.exp_gate[x], gate.data()}, {&w.exp_up[x], up.data()}}, in.data(), m, pool);
+    SiluMul(gate.data(), up.data(), m * ff, gate.data());
+    MatMul(w.exp_down[x], gate.data(), m, down.data(), pool);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(&down[i * e], e, &y[picks[i] * e]);
+  }
+  // The weighted sum in pick order (as llama.cpp adds them): a token's result does
+  // not depend on the batch it is in.
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * e;
+    for (int64_t d = 0; d < e; ++d) o[d] = weight[t * k] * y[(t * k) * e + d];
+    for (int64_t j = 1; j < k; ++j) {
+      const float wj = weight[t * k + j];
+      const float* yj = &y[(t * k + j) * e];
+      for (int64_t d = 0; d < e; ++d) o[d] += wj * yj[d];
+    }
+  }
+}
+
 std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const int64_t n = batch.num_tokens();
@@ -148,7 +224,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
   std::vector<float> q(n * c.q_dim()), attn(n * c.q_dim()); // [n, q_dim]
   std::vector<float> k(n * c.kv_dim()), v(n * c.kv_dim());  // [n, kv_dim]
   std::vector<float> proj(n * c.n_embd);                    // [n, n_embd]
-  std::vector<float> gate(n * c.n_ff), up(n * c.n_ff);      // [n, n_ff]
+  std::vector<float> gate(c.is_moe() ? 0 : n * c.n_ff), up(c.is_moe() ? 0 : n * c.n_ff);  // [n, n_ff]
 
   for (int64_t t = 0; t < n; ++t) DequantizeWeightRow(token_embd_, batch.tokens[t].value(), &x[t * c.n_embd]);
   // Rotation angles per token, shared by every layer: [n, rope_dim / 2] each.
@@ -175,6 +251,14 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
         for (int64_t i = 0; i < c.kv_dim(); ++i) kt[i] += w.bk[i];
         for (int64_t i = 0; i < c.kv_dim(); ++i) vt[i] += w.bv[i];
       }
+      if (w.q_norm) {
+        for (int64_t i = 0; i < c.n_head; ++i) {
+          RmsNorm(qt + i * c.head_dim, w.q_norm, c.head_dim, c.rms_norm_eps, qt + i * c.head_dim);
+        }
+        for (int64_t i = 0; i < c.n_head_kv; ++i) {
+          RmsNorm(kt + i * c.head_dim, w.k_norm, c.head_dim, c.rms_norm_eps, kt + i * c.head_dim);
+        }
+      }
       ApplyRope(qt, c.n_head, c.head_dim, c.rope_dim, &rope_cos[t * half], &rope_sin[t * half], c.rope_neox);
       ApplyRope(kt, c.n_head_kv, c.head_dim, c.rope_dim, &rope_cos[t * half], &rope_sin[t * half], c.rope_neox);
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
@@ -189,9 +273,13 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
     for (int64_t t = 0; t < n; ++t) {
       RmsNorm(&x[t * c.n_embd], w.ffn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
     }
-    MatMulSameInput({{&w.w_gate, gate.data()}, {&w.w_up, up.data()}}, h.data(), n, pool);
-    SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
-    MatMul(w.w_down, gate.data(), n, proj.data(), pool);
+    if (c.is_moe()) {
+      ExpertsFfn(w, h.data(), n, proj.data(), pool);
+    } else {
+      MatMulSameInput({{&w.w_gate, gate.data()}, {&w.w_up, up.data()}}, h.data(), n, pool);
+      SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
+      MatMul(w.w_down, gate.data(), n, proj.data(), pool);
+    }
     for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
   }
 

@@ -26,8 +26,15 @@ struct LayerWeights {
   const float* bq = nullptr;         // [q_dim] (qwen2), or null
   const float* bk = nullptr;         // [kv_dim]
   const float* bv = nullptr;         // [kv_dim]
+  const float* q_norm = nullptr;     // [head_dim] (qwen3: each head RMS-normed before rope), or null
+  const float* k_norm = nullptr;     // [head_dim]
   const float* ffn_norm = nullptr;   // [n_embd]
-  WeightMatrix w_gate, w_up, w_down; // [n_ff, n_embd] x2, [n_embd, n_ff]
+  WeightMatrix w_gate, w_up, w_down; // [n_ff, n_embd] x2, [n_embd, n_ff] (dense models)
+  // A mixture of experts: the router [n_expert, n_embd] (ffn_gate_inp) and each
+  // expert's FFN, [n_ff_exp, n_embd] x2 and [n_embd, n_ff_exp]: slices of the
+  // file's ffn_{gate,up,down}_exps tensors.
+  WeightMatrix router;
+  std::vector<WeightMatrix> exp_gate, exp_up, exp_down;
 };
 
 class Model {
@@ -50,6 +57,8 @@ class Model {
   Status BindWeights();
   void Attention(const ForwardBatch& batch, const float* q, LayerKv layer, int block_size,
                  float* out, ThreadPool& pool) const;
+  // The mixture-of-experts FFN of n tokens' normed rows h [n, n_embd] into out.
+  void ExpertsFfn(const LayerWeights& w, const float* h, int64_t n, float* out, ThreadPool& pool) const;
 
   GgufFile file_;
   ModelConfig config_;

@@ -3,13 +3,53 @@
 #include "model/tensor_binding.h"
 
 namespace tachyon {
+namespace {
+
+// The experts of a mixture-of-experts file: <arch>.expert_count (1..256),
+// expert_used_count (1..expert_count), and the experts' FFN width
+// (qwen3moe: expert_feed_forward_length; Mixtral under llama: feed_forward_length).
+Status ReadExperts(const GgufFile& file, ModelConfig* c) {
+  const std::string a = c->architecture + ".";
+  const bool moe_arch = c->architecture == "qwen3moe";
+  const bool has_router = file.FindTensor("blk.0.ffn_gate_inp.weight") != nullptr;
+  uint64_t count = 0;
+  if (file.Find(a + "expert_count") != nullptr) {
+    ASSIGN_OR_RETURN(count, file.GetUint(a + "expert_count"));
+  }
+  if (count == 0) {
+    if (moe_arch || has_router) {
+      return InvalidArgumentError("metadata key '" + a + "expert_count' is " +
+                                  (file.Find(a + "expert_count") ? "0" : "missing") +
+                                  ": a mixture of experts needs at least one expert");
+    }
+    return Status::Ok();  // a dense model (some dense files write expert_count = 0)
+  }
+  if (count > static_cast<uint64_t>(ModelConfig::kMaxExperts)) {
+    return InvalidArgumentError("metadata key '" + a + "expert_count' = " + std::to_string(count) +
+                                " is more than the " + std::to_string(ModelConfig::kMaxExperts) + " experts supported");
+  }
+  c->n_expert = static_cast<int64_t>(count);
+  RETURN_IF_ERROR(ReadSizeKey(file, a + "expert_used_count", &c->n_expert_used));
+  if (c->n_expert_used > c->n_expert) {
+    return InvalidArgumentError("metadata key '" + a + "expert_used_count' = " + std::to_string(c->n_expert_used) +
+                                " is more than expert_count " + std::to_string(c->n_expert));
+  }
+  c->n_ff_exp = c->n_ff;
+  if (file.Find(a + "expert_feed_forward_length") != nullptr) {
+    RETURN_IF_ERROR(ReadSizeKey(file, a + "expert_feed_forward_length", &c->n_ff_exp));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   ModelConfig c;
   ASSIGN_OR_RETURN(c.architecture, file.GetString("general.architecture"));
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
+      c.architecture != "qwen3moe") {
     return UnimplementedError("architecture '" + c.architecture +
-                              "' is not supported (llama and qwen2 are)");
+                              "' is not supported (llama, qwen2, qwen3 and qwen3moe are)");
   }
   const std::string a = c.architecture + ".";
   auto required = [&](const std::string& key, int64_t* out) { return ReadSizeKey(file, a + key, out); };
@@ -44,7 +84,9 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     c.rms_norm_eps = static_cast<float>(*eps);
   }
   if (auto base = file.GetFloat(a + "rope.freq_base"); base.ok()) c.rope_base = static_cast<float>(*base);
-  c.rope_neox = c.architecture == "qwen2";
+  c.rope_neox = c.architecture == "qwen2" || c.architecture == "qwen3" || c.architecture == "qwen3moe";
+  c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
+  RETURN_IF_ERROR(ReadExperts(file, &c));
   if (auto type = file.GetString(a + "rope.scaling.type"); type.ok() && *type != "none") {
     if (*type != "linear") {
       return UnimplementedError("rope scaling '" + *type + "' is not supported (linear is)");

@@ -10,7 +10,8 @@
 namespace tachyon {
 
 struct ModelConfig {
-  std::string architecture;  // "llama" (also Mistral and most small models) or "qwen2"
+  // "llama" (also Mistral, and Mixtral when it has experts), "qwen2", "qwen3" or "qwen3moe"
+  std::string architecture;
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
@@ -24,6 +25,15 @@ struct ModelConfig {
   int rope_dim = 0;         // dimensions of each head that rotate
   bool rope_neox = false;   // NeoX rotation (pairs i, i + d/2) instead of (2i, 2i+1)
   float rope_position_scale = 1.0f;  // linear rope scaling: positions are multiplied by this
+  bool qk_norm = false;     // Q and K RMS-normed per head before rope (qwen3, qwen3moe)
+  // A mixture of experts (n_expert > 0): each token's FFN is the weighted sum of
+  // n_expert_used of n_expert expert FFNs of n_ff_exp, chosen by a router.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  static constexpr int64_t kMaxExperts = 256;
+
+  bool is_moe() const { return n_expert > 0; }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -15,10 +15,11 @@ namespace tachyon {
 namespace {
 
 constexpr float kWeightStd = 0.02f;
+constexpr float kNormStd = 0.1f;  // ModelShape::random_norms: 1 + N(0, kNormStd^2)
 // Rows generated per chunk are sized to about this many output bytes.
 constexpr uint64_t kChunkBytes = 16 << 20;
 
-enum class Init { kNormal, kOnes, kRopeFreqs };
+enum class Init { kNormal, kOnes, kRopeFreqs, kNearOne };
 
 struct TensorPlan {
   std::string name;
@@ -117,6 +118,7 @@ std::vector<TensorPlan> PlanTensors(const ModelShape& shape, const QuantScheme& 
   const int64_t e = shape.n_embd, q = shape.n_head * shape.head_dim(),
                 kv = shape.n_head_kv * shape.head_dim(), ff = shape.n_ff;
   const GgmlType type = scheme.base;  // placeholder; each tensor's type is chosen below
+  const Init norm = shape.random_norms ? Init::kNearOne : Init::kOnes;
   std::vector<TensorPlan> plan;
   plan.push_back({"token_embd.weight", type, {e, vocab_size}, Init::kNormal});
   if (shape.rope_scaling.factor > 0) {
@@ -124,24 +126,37 @@ std::vector<TensorPlan> PlanTensors(const ModelShape& shape, const QuantScheme& 
   }
   for (int64_t l = 0; l < shape.n_layer; ++l) {
     std::string p = "blk." + std::to_string(l) + ".";
-    plan.push_back({p + "attn_norm.weight", GgmlType::kF32, {e}, Init::kOnes});
+    plan.push_back({p + "attn_norm.weight", GgmlType::kF32, {e}, norm});
     plan.push_back({p + "attn_q.weight", type, {e, q}, Init::kNormal});
     if (shape.qkv_bias) plan.push_back({p + "attn_q.bias", GgmlType::kF32, {q}, Init::kNormal});
     plan.push_back({p + "attn_k.weight", type, {e, kv}, Init::kNormal});
     if (shape.qkv_bias) plan.push_back({p + "attn_k.bias", GgmlType::kF32, {kv}, Init::kNormal});
     plan.push_back({p + "attn_v.weight", type, {e, kv}, Init::kNormal});
     if (shape.qkv_bias) plan.push_back({p + "attn_v.bias", GgmlType::kF32, {kv}, Init::kNormal});
+    if (shape.qk_norm()) {
+      plan.push_back({p + "attn_q_norm.weight", GgmlType::kF32, {shape.head_dim()}, norm});
+      plan.push_back({p + "attn_k_norm.weight", GgmlType::kF32, {shape.head_dim()}, norm});
+    }
     plan.push_back({p + "attn_output.weight", type, {q, e}, Init::kNormal});
-    plan.push_back({p + "ffn_norm.weight", GgmlType::kF32, {e}, Init::kOnes});
-    plan.push_back({p + "ffn_gate.weight", type, {e, ff}, Init::kNormal});
-    plan.push_back({p + "ffn_up.weight", type, {e, ff}, Init::kNormal});
-    plan.push_back({p + "ffn_down.weight", type, {ff, e}, Init::kNormal});
+    plan.push_back({p + "ffn_norm.weight", GgmlType::kF32, {e}, norm});
+    if (shape.is_moe()) {
+      const int64_t xff = shape.expert_ff(), ne = shape.n_expert;
+      plan.push_back({p + "ffn_gate_inp.weight", GgmlType::kF32, {e, ne}, Init::kNormal});  // as llama.cpp keeps it
+      plan.push_back({p + "ffn_gate_exps.weight", type, {e, xff, ne}, Init::kNormal});
+      plan.push_back({p + "ffn_down_exps.weight", type, {xff, e, ne}, Init::kNormal});
+      plan.push_back({p + "ffn_up_exps.weight", type, {e, xff, ne}, Init::kNormal});
+    } else {
+      plan.push_back({p + "ffn_gate.weight", type, {e, ff}, Init::kNormal});
+      plan.push_back({p + "ffn_up.weight", type, {e, ff}, Init::kNormal});
+      plan.push_back({p + "ffn_down.weight", type, {ff, e}, Init::kNormal});
+    }
   }
-  plan.push_back({"output_norm.weight", GgmlType::kF32, {e}, Init::kOnes});
+  plan.push_back({"output_norm.weight", GgmlType::kF32, {e}, norm});
   if (!shape.tied_embeddings) {
     plan.push_back({"output.weight", type, {e, vocab_size}, Init::kNormal});
   }
   for (TensorPlan& t : plan) {
+    if (t.name.find("ffn_gate_inp") != std::string::npos) continue;  // the router stays F32
     const bool is_output = t.name == "output.weight" || (shape.tied_embeddings && t.name == "token_embd.weight");
     t.type = TensorTypeFor(scheme, {.name = t.name,
                                     .row_length = t.shape[0],
@@ -181,6 +196,15 @@ void SetArchitectureMetadata(const ModelShape& shape, const QuantScheme& scheme,
   writer->SetMetadata(a + ".attention.layer_norm_rms_epsilon", GgufValue(shape.rms_norm_eps));
   writer->SetMetadata(a + ".rope.freq_base", GgufValue(shape.rope_theta));
   writer->SetMetadata(a + ".rope.dimension_count", u32(shape.head_dim()));
+  if (shape.is_moe()) {
+    writer->SetMetadata(a + ".expert_count", u32(shape.n_expert));
+    writer->SetMetadata(a + ".expert_used_count", u32(shape.n_expert_used));
+    if (shape.n_ff_exp > 0) writer->SetMetadata(a + ".expert_feed_forward_length", u32(shape.n_ff_exp));
+  }
+  if (shape.key_length > 0) {
+    writer->SetMetadata(a + ".attention.key_length", u32(shape.key_length));
+    writer->SetMetadata(a + ".attention.value_length", u32(shape.key_length));
+  }
 }
 
 // Generates `plan` rows [row_begin, row_end) into `out` (row_bytes each).
@@ -196,6 +220,10 @@ void GenerateRows(const TensorPlan& plan, const ModelShape& shape, uint64_t tens
       switch (plan.init) {
         case Init::kNormal: FillNormal(SplitMix64(tensor_seed ^ static_cast<uint64_t>(r)), kWeightStd, row, ne0); break;
         case Init::kOnes: std::fill(row, row + ne0, 1.0f); break;
+        case Init::kNearOne:
+          FillNormal(SplitMix64(tensor_seed ^ static_cast<uint64_t>(r)), kNormStd, row, ne0);
+          for (int64_t j = 0; j < ne0; ++j) row[j] += 1.0f;
+          break;
         case Init::kRopeFreqs: FillRopeFreqs(shape, row, ne0); break;
       }
       ref::QuantizeRow(plan.type, row, out + i * row_bytes, ne0);

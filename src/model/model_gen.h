@@ -1,12 +1,14 @@
 // Random-weight GGUF models of real shapes (`tachyon model gen`), like vLLM's
 // dummy weights: the way to test and benchmark without downloading a model.
 //
-// Matrices are drawn from N(0, 0.02^2), norm weights are 1, biases N(0, 0.02^2).
+// Matrices are drawn from N(0, 0.02^2), norm weights are 1 (1 + N(0, 0.1^2) for a
+// shape with random_norms), biases N(0, 0.02^2).
 // Every row has its own seeded generator (from seed, tensor index and row), so
 // the file is byte-identical for the same seed whatever the thread count, and
 // rows are generated, quantized and streamed to disk in chunks: the F32 model
 // is never held in memory. Tensor names and metadata keys are llama.cpp's for
-// the `llama` and `qwen2` architectures, so other GGUF engines load the file.
+// the `llama` (with experts: Mixtral), `qwen2`, `qwen3` and `qwen3moe` architectures,
+// so other GGUF engines load the file.
 #pragma once
 
 #include <cstdint>

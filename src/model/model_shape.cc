@@ -19,9 +19,14 @@ int64_t ModelShape::NumParameters(int64_t vocab_size) const {
   int64_t kv_dim = n_head_kv * head_dim();
   int64_t q_dim = n_head * head_dim();
   int64_t per_layer = 2 * n_embd                        // attention and FFN norms
-                      + n_embd * q_dim + 2 * n_embd * kv_dim + q_dim * n_embd  // Q, K, V, O
-                      + 3 * n_embd * n_ff;                 // gate, up, down
+                      + n_embd * q_dim + 2 * n_embd * kv_dim + q_dim * n_embd;  // Q, K, V, O
+  if (is_moe()) {
+    per_layer += n_embd * n_expert + n_expert * 3 * n_embd * expert_ff();  // router, each expert's gate, up, down
+  } else {
+    per_layer += 3 * n_embd * n_ff;  // gate, up, down
+  }
   if (qkv_bias) per_layer += q_dim + 2 * kv_dim;
+  if (qk_norm()) per_layer += 2 * head_dim();
   int64_t total = n_layer * per_layer + n_embd /* output norm */ + vocab_size * n_embd;
   if (!tied_embeddings) total += vocab_size * n_embd;
   if (rope_scaling.factor > 0) total += head_dim() / 2;  // rope_freqs
@@ -55,6 +60,41 @@ const std::vector<ModelShape>& BuiltinModelShapes() {
        .architecture = "qwen2", .n_embd = 896, .n_layer = 24, .n_head = 14, .n_head_kv = 2,
        .n_ff = 4864, .context_length = 32768, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
        .tied_embeddings = true, .qkv_bias = true},
+      {.name = "qwen3-0.6b",
+       .description = "Qwen3-0.6B (Q/K norms per head, head dim 128, NeoX rope, theta 1000000)",
+       .architecture = "qwen3", .n_embd = 1024, .n_layer = 28, .n_head = 16, .n_head_kv = 8,
+       .n_ff = 3072, .context_length = 40960, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
+       .tied_embeddings = true, .key_length = 128},
+      {.name = "qwen3-4b",
+       .description = "Qwen3-4B (Q/K norms per head, head dim 128, NeoX rope, theta 1000000)",
+       .architecture = "qwen3", .n_embd = 2560, .n_layer = 36, .n_head = 32, .n_head_kv = 8,
+       .n_ff = 9728, .context_length = 40960, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
+       .tied_embeddings = true, .key_length = 128},
+      {.name = "qwen3-tiny",
+       .description = "a 4-layer qwen3 (head dim 64 over n_embd 192; for the golden tests)",
+       .architecture = "qwen3", .n_embd = 192, .n_layer = 4, .n_head = 4, .n_head_kv = 2,
+       .n_ff = 512, .context_length = 2048, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
+       .tied_embeddings = true, .key_length = 64, .random_norms = true},
+      {.name = "qwen3-30b-a3b",
+       .description = "Qwen3-30B-A3B (qwen3moe: 128 experts of 768, 8 per token; head dim 128)",
+       .architecture = "qwen3moe", .n_embd = 2048, .n_layer = 48, .n_head = 32, .n_head_kv = 4,
+       .n_ff = 6144, .context_length = 40960, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
+       .key_length = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
+      {.name = "qwen3moe-tiny",
+       .description = "a 3-layer qwen3moe: 8 experts of 128, 3 per token (for the golden tests)",
+       .architecture = "qwen3moe", .n_embd = 192, .n_layer = 3, .n_head = 4, .n_head_kv = 2,
+       .n_ff = 384, .context_length = 2048, .rope_theta = 1000000.0f, .rms_norm_eps = 1e-6f,
+       .tied_embeddings = true, .key_length = 64, .random_norms = true, .n_expert = 8, .n_expert_used = 3,
+       .n_ff_exp = 128},
+      {.name = "mixtral-8x7b",
+       .description = "Mixtral-8x7B (llama with 8 experts of 14336, 2 per token; theta 1000000)",
+       .architecture = "llama", .n_embd = 4096, .n_layer = 32, .n_head = 32, .n_head_kv = 8,
+       .n_ff = 14336, .context_length = 32768, .rope_theta = 1000000.0f,
+       .n_expert = 8, .n_expert_used = 2},
+      {.name = "mixtral-tiny",
+       .description = "a 3-layer Mixtral-style llama: 4 experts of 256, 2 per token (for the golden tests)",
+       .architecture = "llama", .n_embd = 128, .n_layer = 3, .n_head = 4, .n_head_kv = 2,
+       .n_ff = 256, .context_length = 2048, .random_norms = true, .n_expert = 4, .n_expert_used = 2},
       {.name = "bert-tiny",
        .description = "a 2-layer bert encoder (for unit tests)",
        .architecture = "bert", .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 4,

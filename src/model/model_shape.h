@@ -19,7 +19,7 @@ struct Llama3RopeScaling {
 struct ModelShape {
   std::string name;         // "llama-1b"
   std::string description;  // what real model it mirrors
-  std::string architecture; // GGUF general.architecture: "llama", "qwen2", or the encoders "bert", "nomic-bert"
+  std::string architecture; // GGUF general.architecture: "llama", "qwen2", "qwen3", "qwen3moe", or the encoders "bert", "nomic-bert"
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;
@@ -30,6 +30,16 @@ struct ModelShape {
   float rms_norm_eps = 1e-5f;
   bool tied_embeddings = false;  // no output.weight: the token embedding doubles as output
   bool qkv_bias = false;         // Q/K/V projections have biases (qwen2)
+  int64_t key_length = 0;        // a head's dimension when it is not n_embd / n_head (qwen3), else 0
+  // Norm weights drawn from 1 + N(0, 0.1^2) instead of all 1: the golden test
+  // shapes, where a weight read from the wrong tensor must show.
+  bool random_norms = false;
+  // A mixture of experts (n_expert > 0): each layer's FFN is n_expert experts of
+  // n_ff_exp, n_expert_used of them per token (qwen3moe; Mixtral under llama, where
+  // the experts are n_ff wide).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
   Llama3RopeScaling rope_scaling;
   // Encoders (bert, nomic-bert): LayerNorm epsilon, pooling_type (1 mean, 2 CLS), token types.
   float layer_norm_eps = 1e-12f;
@@ -38,7 +48,10 @@ struct ModelShape {
 
   bool is_encoder() const { return architecture == "bert" || architecture == "nomic-bert"; }
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
+  bool qk_norm() const { return architecture == "qwen3" || architecture == "qwen3moe"; }
+  bool is_moe() const { return n_expert > 0; }
+  int64_t expert_ff() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
   // Parameters for a given vocabulary size (the vocabulary comes from the tokenizer).
   int64_t NumParameters(int64_t vocab_size) const;
 };

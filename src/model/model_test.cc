@@ -245,5 +245,82 @@ TEST(ModelTest, Qwen2BiasesAndLlama3RopeFactorsLoad) {
   }
 }
 
+TEST(ModelTest, Qwen3ReadsItsHeadDimensionAndNeedsItsQkNorms) {
+  const ModelShape& shape = *FindModelShape("qwen3-tiny");
+  ASSERT_NE(shape.head_dim(), shape.n_embd / shape.n_head) << "the test shape's heads are not n_embd / n_head wide";
+  auto m = Generate(shape, GgmlType::kQ8_0, "model_qwen3.gguf");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->config().architecture, "qwen3");
+  EXPECT_EQ(m->config().head_dim, 64);
+  EXPECT_EQ(m->config().q_dim(), 256);
+  EXPECT_TRUE(m->config().qk_norm);
+  EXPECT_TRUE(m->config().rope_neox);
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> out = RunBatch(*m, {Tokens(20, 3)}, 16, pool);
+  for (float x : out[0]) ASSERT_TRUE(std::isfinite(x));
+
+  const std::string good = TempPath("model_qwen3_good.gguf"), bad = TempPath("model_qwen3_bad.gguf");
+  ASSERT_TRUE(GenerateRandomModel({.shape = &shape, .scheme = PureScheme(GgmlType::kF32), .out_path = good}).ok());
+  ASSERT_TRUE(RewriteWith(good, bad, [](GgufTensorInfo& t) { return t.name != "blk.2.attn_k_norm.weight"; }).ok());
+  StatusOr<std::unique_ptr<Model>> missing = Model::Load(bad);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("blk.2.attn_k_norm.weight"), std::string::npos)
+      << missing.status().message();
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
+TEST(ModelTest, MixturesOfExpertsLoadAndRefuseBadExpertKeysAndTensors) {
+  for (const char* name : {"qwen3moe-tiny", "mixtral-tiny"}) {
+    const ModelShape& shape = *FindModelShape(name);
+    auto m = Generate(shape, GgmlType::kQ8_0, std::string("model_") + name + ".gguf");
+    ASSERT_NE(m, nullptr) << name;
+    EXPECT_EQ(m->config().n_expert, shape.n_expert) << name;
+    EXPECT_EQ(m->config().n_expert_used, shape.n_expert_used) << name;
+    EXPECT_EQ(m->config().n_ff_exp, shape.expert_ff()) << name;
+    ThreadPool pool(2);
+    // A token's logits do not depend on the batch: alone, or routed beside others.
+    std::vector<std::vector<float>> together = RunBatch(*m, {Tokens(20, 3), Tokens(5, 4)}, 16, pool);
+    std::vector<std::vector<float>> alone = RunBatch(*m, {Tokens(5, 4)}, 16, pool);
+    EXPECT_EQ(together[1], alone[0]) << name;
+  }
+
+  const ModelShape& shape = *FindModelShape("qwen3moe-tiny");
+  const std::string good = TempPath("model_moe_good.gguf"), bad = TempPath("model_moe_bad.gguf");
+  ASSERT_TRUE(GenerateRandomModel({.shape = &shape, .scheme = PureScheme(GgmlType::kF32), .out_path = good}).ok());
+  auto error_with_key = [&](const std::string& key, uint32_t value) {
+    EXPECT_TRUE(RewriteWith(good, bad, [](GgufTensorInfo&) { return true; }, [&](GgufKeyValue& kv) {
+      if (kv.key == key) kv.value = GgufValue(value);
+    }).ok());
+    StatusOr<std::unique_ptr<Model>> m = Model::Load(bad);
+    return m.ok() ? std::string("loaded") : m.status().message();
+  };
+  EXPECT_NE(error_with_key("qwen3moe.expert_count", 0).find("'qwen3moe.expert_count' is 0"), std::string::npos);
+  EXPECT_NE(error_with_key("qwen3moe.expert_count", 300).find("more than the 256 experts supported"),
+            std::string::npos);
+  EXPECT_NE(error_with_key("qwen3moe.expert_used_count", 9).find("'qwen3moe.expert_used_count' = 9 is more than "
+                                                                 "expert_count 8"),
+            std::string::npos);
+  EXPECT_NE(error_with_key("qwen3moe.expert_used_count", 0).find("qwen3moe.expert_used_count"), std::string::npos);
+  EXPECT_NE(error_with_key("qwen3moe.expert_count", 4).find("blk.0.ffn_gate_inp.weight: expected shape [192, 4]"),
+            std::string::npos);
+  ASSERT_TRUE(RewriteWith(good, bad, [](GgufTensorInfo& t) { return t.name != "blk.1.ffn_down_exps.weight"; }).ok());
+  StatusOr<std::unique_ptr<Model>> missing = Model::Load(bad);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("tensor blk.1.ffn_down_exps.weight is missing"), std::string::npos)
+      << missing.status().message();
+  ASSERT_TRUE(RewriteWith(good, bad, [](GgufTensorInfo& t) {
+                if (t.name == "blk.2.ffn_up_exps.weight") t.shape = {192, 64, 16};
+                return true;
+              }).ok());
+  StatusOr<std::unique_ptr<Model>> shaped = Model::Load(bad);
+  ASSERT_FALSE(shaped.ok());
+  EXPECT_NE(shaped.status().message().find("blk.2.ffn_up_exps.weight: expected shape [192, 128, 8]"),
+            std::string::npos)
+      << shaped.status().message();
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
 }  // namespace
 }  // namespace tachyon

@@ -32,6 +32,24 @@ Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, i
   return Status::Ok();
 }
 
+Status BindExperts(const GgufFile& file, const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                   std::vector<WeightMatrix>* out) {
+  const GgufTensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) return InvalidArgumentError("tensor " + name + " is missing");
+  if (t->shape != std::vector<int64_t>{cols, rows, n_expert}) {
+    return InvalidArgumentError("tensor " + name + ": expected shape " + Shape({cols, rows, n_expert}) +
+                                ", file has " + t->ShapeString());
+  }
+  if (!IsMatMulType(t->type)) {
+    return UnimplementedError("tensor " + name + " has type " + GgmlTypeName(t->type) +
+                              ", which Tachyon cannot compute with yet");
+  }
+  const uint64_t slice = *GgmlRowBytes(t->type, cols) * static_cast<uint64_t>(rows);
+  out->clear();
+  for (int64_t e = 0; e < n_expert; ++e) out->push_back({t->type, t->data + e * slice, rows, cols});
+  return Status::Ok();
+}
+
 Status BindVector(const GgufFile& file, const std::string& name, int64_t n, const float** out, bool optional) {
   const GgufTensorInfo* t = file.FindTensor(name);
   if (t == nullptr) return optional ? Status::Ok() : InvalidArgumentError("tensor " + name + " is missing");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
@@ -16,6 +17,11 @@ namespace tachyon {
 
 // A [rows, cols] weight matrix (GGUF shape [cols, rows]) of a MatMul type.
 Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out);
+
+// The experts of a [n_expert, rows, cols] tensor (GGUF shape [cols, rows,
+// n_expert]): one [rows, cols] matrix each, a view of its slice.
+Status BindExperts(const GgufFile& file, const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                   std::vector<WeightMatrix>* out);
 
 // An F32 vector of n elements. A missing optional tensor leaves *out null.
 Status BindVector(const GgufFile& file, const std::string& name, int64_t n, const float** out,

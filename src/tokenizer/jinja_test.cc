@@ -1,6 +1,8 @@
 // The Jinja interpreter: the 15 real templates of ../shared/fixtures/chat-templates
-// against the prompts Python's jinja2 renders (every .txt byte for byte, every
-// .error refused with its message), then the language's corners one by one.
+// and this project's own (tests/golden/chat-templates: Qwen3, Gemma 3, Phi-4-mini)
+// against the prompts Python's jinja2 renders on the shared conversations (every
+// .txt byte for byte, every .error refused with its message), then the language's
+// corners one by one.
 #include "tokenizer/chat_template.h"
 #include "tokenizer/jinja.h"
 
@@ -20,6 +22,12 @@ std::string ChatTemplatesDir() {
   const char* env = std::getenv("TACHYON_SHARED_DIR");
   return std::string(env != nullptr ? env : TACHYON_SHARED_DIR) + "/fixtures/chat-templates";
 }
+
+// Folders of templates/ and expected/ renderings: the shared fixture's, then ours.
+std::vector<std::string> TemplateDirs() {
+  return {ChatTemplatesDir(), std::string(TACHYON_SOURCE_DIR) + "/tests/golden/chat-templates"};
+}
+constexpr int kNumTemplates = 15 + 3;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -72,34 +80,36 @@ TEST(JinjaFixtureTest, EveryRealTemplateRendersAsJinja2Does) {
   const std::vector<nlohmann::ordered_json> conversations = Conversations(dir);
   ASSERT_EQ(conversations.size(), 12u);
   int rendered = 0, refused = 0;
-  for (const auto& entry : fs::directory_iterator(dir + "/templates")) {
-    const std::string name = entry.path().stem().string();
-    auto parsed = Template::Parse(ReadFile(entry.path().string()));
-    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().message();
-    const auto [bos, eos] = SpecialTokens(name);
-    for (const auto& c : conversations) {
-      const std::string id = c["id"];
-      Value context = Value::MakeDict();
-      context.dict().Set("messages", Value::FromJson(c["messages"]));
-      if (c.contains("tools")) context.dict().Set("tools", Value::FromJson(c["tools"]));
-      context.dict().Set("add_generation_prompt", Value(c.value("add_generation_prompt", true)));
-      context.dict().Set("bos_token", Value(bos));
-      context.dict().Set("eos_token", Value(eos));
-      StatusOr<std::string> out = parsed->Render(context, FixtureNow());
-      const std::string expected_path = dir + "/expected/" + name + "." + id;
-      if (fs::exists(expected_path + ".txt")) {
-        ASSERT_TRUE(out.ok()) << name << " / " << id << ": " << out.status().message();
-        EXPECT_EQ(*out, ReadFile(expected_path + ".txt")) << name << " / " << id;
-        ++rendered;
-      } else {
-        ASSERT_TRUE(fs::exists(expected_path + ".error")) << expected_path;
-        ASSERT_FALSE(out.ok()) << name << " / " << id << " should be refused, rendered:\n" << *out;
-        EXPECT_EQ(out.status().message(), ReadFile(expected_path + ".error")) << name << " / " << id;
-        ++refused;
+  for (const std::string& templates : TemplateDirs()) {
+    for (const auto& entry : fs::directory_iterator(templates + "/templates")) {
+      const std::string name = entry.path().stem().string();
+      auto parsed = Template::Parse(ReadFile(entry.path().string()));
+      ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().message();
+      const auto [bos, eos] = SpecialTokens(name);
+      for (const auto& c : conversations) {
+        const std::string id = c["id"];
+        Value context = Value::MakeDict();
+        context.dict().Set("messages", Value::FromJson(c["messages"]));
+        if (c.contains("tools")) context.dict().Set("tools", Value::FromJson(c["tools"]));
+        context.dict().Set("add_generation_prompt", Value(c.value("add_generation_prompt", true)));
+        context.dict().Set("bos_token", Value(bos));
+        context.dict().Set("eos_token", Value(eos));
+        StatusOr<std::string> out = parsed->Render(context, FixtureNow());
+        const std::string expected_path = templates + "/expected/" + name + "." + id;
+        if (fs::exists(expected_path + ".txt")) {
+          ASSERT_TRUE(out.ok()) << name << " / " << id << ": " << out.status().message();
+          EXPECT_EQ(*out, ReadFile(expected_path + ".txt")) << name << " / " << id;
+          ++rendered;
+        } else {
+          ASSERT_TRUE(fs::exists(expected_path + ".error")) << expected_path;
+          ASSERT_FALSE(out.ok()) << name << " / " << id << " should be refused, rendered:\n" << *out;
+          EXPECT_EQ(out.status().message(), ReadFile(expected_path + ".error")) << name << " / " << id;
+          ++refused;
+        }
       }
     }
   }
-  EXPECT_EQ(rendered + refused, 15 * 12);
+  EXPECT_EQ(rendered + refused, kNumTemplates * 12);
   std::printf("%d prompts rendered byte for byte, %d refusals with jinja2's message\n", rendered, refused);
 }
 
@@ -134,40 +144,42 @@ TEST(JinjaFixtureTest, ToolConversationsRenderInTheFormTheTemplateReads) {
   if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent (needs ../shared)";
   const std::vector<nlohmann::ordered_json> conversations = Conversations(dir);
   int compared = 0, objects = 0;
-  for (const auto& entry : fs::directory_iterator(dir + "/templates")) {
-    const std::string name = entry.path().stem().string();
-    const auto [bos, eos] = SpecialTokens(name);
-    auto t = ChatTemplate::FromJinja(ReadFile(entry.path().string()), bos, eos, false);
-    ASSERT_TRUE(t.ok()) << name;
-    t->set_now(FixtureNow());
-    objects += t->tool_arguments_as_object();
-    for (const auto& c : conversations) {
-      std::string id = c["id"];
-      if (!c.contains("tools")) continue;
-      const bool argstr = id.size() > 7 && id.compare(id.size() - 7, 7, "-argstr") == 0;
-      const std::string base = argstr ? id.substr(0, id.size() - 7) : id;
-      const bool has_calls = fs::exists(dir + "/expected/" + name + "." + base + "-argstr.txt") ||
-                             fs::exists(dir + "/expected/" + name + "." + base + "-argstr.error");
-      // A template that writes the string it is given shows the client's text:
-      // the -argstr conversation carries it as the fixture rendered it.
-      if (has_calls && !t->tool_arguments_as_object() && !argstr) continue;
-      const std::string expected =
-          dir + "/expected/" + name + "." + base + (t->tool_arguments_as_object() || !has_calls ? "" : "-argstr");
-      const nlohmann::ordered_json tools = c["tools"];
-      StatusOr<std::string> out = t->Render(Messages(c["messages"]), c.value("add_generation_prompt", true), nullptr, &tools);
-      if (fs::exists(expected + ".txt")) {
-        ASSERT_TRUE(out.ok()) << name << " / " << id << ": " << out.status().message();
-        EXPECT_EQ(*out, ReadFile(expected + ".txt")) << name << " / " << id;
-      } else {
-        ASSERT_FALSE(out.ok()) << name << " / " << id;
-        EXPECT_EQ(out.status().message(), ReadFile(expected + ".error")) << name << " / " << id;
+  for (const std::string& templates : TemplateDirs()) {
+    for (const auto& entry : fs::directory_iterator(templates + "/templates")) {
+      const std::string name = entry.path().stem().string();
+      const auto [bos, eos] = SpecialTokens(name);
+      auto t = ChatTemplate::FromJinja(ReadFile(entry.path().string()), bos, eos, false);
+      ASSERT_TRUE(t.ok()) << name;
+      t->set_now(FixtureNow());
+      objects += t->tool_arguments_as_object();
+      for (const auto& c : conversations) {
+        std::string id = c["id"];
+        if (!c.contains("tools")) continue;
+        const bool argstr = id.size() > 7 && id.compare(id.size() - 7, 7, "-argstr") == 0;
+        const std::string base = argstr ? id.substr(0, id.size() - 7) : id;
+        const bool has_calls = fs::exists(templates + "/expected/" + name + "." + base + "-argstr.txt") ||
+                               fs::exists(templates + "/expected/" + name + "." + base + "-argstr.error");
+        // A template that writes the string it is given shows the client's text:
+        // the -argstr conversation carries it as the fixture rendered it.
+        if (has_calls && !t->tool_arguments_as_object() && !argstr) continue;
+        const std::string expected = templates + "/expected/" + name + "." + base +
+                                     (t->tool_arguments_as_object() || !has_calls ? "" : "-argstr");
+        const nlohmann::ordered_json tools = c["tools"];
+        StatusOr<std::string> out = t->Render(Messages(c["messages"]), c.value("add_generation_prompt", true), nullptr, &tools);
+        if (fs::exists(expected + ".txt")) {
+          ASSERT_TRUE(out.ok()) << name << " / " << id << ": " << out.status().message();
+          EXPECT_EQ(*out, ReadFile(expected + ".txt")) << name << " / " << id;
+        } else {
+          ASSERT_FALSE(out.ok()) << name << " / " << id;
+          EXPECT_EQ(out.status().message(), ReadFile(expected + ".error")) << name << " / " << id;
+        }
+        ++compared;
       }
-      ++compared;
     }
   }
-  EXPECT_GE(compared, 15 * 3);
+  EXPECT_GE(compared, kNumTemplates * 3);
   EXPECT_GT(objects, 0);
-  EXPECT_LT(objects, 15) << "some templates write the string they are given";
+  EXPECT_LT(objects, kNumTemplates) << "some templates write the string they are given";
 }
 
 std::string Render(const std::string& source, const std::string& json = "{}") {

@@ -45,7 +45,8 @@ TEST(CliTest, VersionAndHelp) {
 TEST(CliTest, GenListNamesEveryShape) {
   CommandResult list = RunTachyon("model gen --list");
   ASSERT_EQ(list.exit_code, 0) << list.err;
-  for (const char* shape : {"tiny", "stories15m", "smol-135m", "llama-1b", "qwen2-0.5b"}) {
+  for (const char* shape : {"tiny", "stories15m", "smol-135m", "llama-1b", "qwen2-0.5b", "qwen3-0.6b", "qwen3-4b", "qwen3-tiny",
+                            "qwen3-30b-a3b", "qwen3moe-tiny", "mixtral-8x7b", "mixtral-tiny"}) {
     EXPECT_NE(list.out.find(shape), std::string::npos) << shape;
   }
 }

@@ -380,6 +380,38 @@ TEST(ServeJinjaTest, TemplateFileRendersAndItsRefusalIsA400) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// The newer architectures (model gen's tiny shapes) served through the binary:
+// qwen3 and qwen3moe with Qwen3's own template (tests/golden/chat-templates), a
+// Mixtral-style llama with the chatml renderer; chat answers whole and streamed.
+TEST(ServeArchitectureTest, NewerArchitecturesServeChat) {
+  if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  const std::string qwen3 = std::string(TACHYON_SOURCE_DIR) + "/tests/golden/chat-templates/templates/Qwen-Qwen3-0.6B.jinja";
+  for (const auto& [shape, chat_template] : std::vector<std::pair<std::string, std::string>>{
+           {"qwen3-tiny", qwen3}, {"qwen3moe-tiny", qwen3}, {"mixtral-tiny", "chatml"}}) {
+    const std::string model = ::testing::TempDir() + "/serve_" + shape + "_" + std::to_string(::getpid()) + ".gguf";
+    CommandResult gen = RunTachyon("model gen --shape " + shape + " --type q8_0 --seed 3 --out " + model);
+    ASSERT_EQ(gen.exit_code, 0) << gen.err;
+    ServerProcess server({"--model", model, "--chat-template", chat_template});
+    ASSERT_TRUE(server.started()) << shape;
+    auto post = [&](const std::string& body) {
+      std::string file = ::testing::TempDir() + "/arch_body_" + std::to_string(::getpid()) + ".json";
+      { std::ofstream(file) << body; }
+      return Curl("-s -N -w '\\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @" + file +
+                  " " + server.url() + "/v1/chat/completions");
+    };
+    const std::string whole = post(
+        R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0})");
+    EXPECT_EQ(whole.substr(whole.size() - 3), "200") << shape << ": " << whole;
+    EXPECT_NE(whole.find(R"("completion_tokens":8)"), std::string::npos) << shape << ": " << whole;
+    const std::string streamed =
+        post(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0,"stream":true})");
+    EXPECT_EQ(streamed.substr(streamed.size() - 3), "200") << shape << ": " << streamed;
+    EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << shape << ": " << streamed;
+    EXPECT_EQ(server.Stop(), 0);
+    fs::remove(model);
+  }
+}
+
 // response_format through the binary: answers under every test schema (whole
 // and streamed) parse and validate; json_object gives an object; a schema the
 // compiler cannot honour and a forced tool call are 400s that say why.

@@ -1,5 +1,7 @@
-// Writes the seed corpus of model_load_fuzz: whole models of a micro llama and
-// qwen2 shape (a few tens of KB each, the built-in byte vocabulary), in F32 and F16.
+// Writes the seed corpus of model_load_fuzz: whole models of a micro llama, qwen2,
+// qwen3, qwen3moe and Mixtral-style llama shape (a few tens of KB each, the built-in
+// byte vocabulary), in F32 and F16; the qwen3 ones with heads wider than
+// n_embd / n_head (attention.key_length), the mixtures with their expert keys.
 #include <cstdio>
 #include <string>
 
@@ -12,10 +14,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   int n = 0;
-  for (const char* arch : {"llama", "qwen2"}) {
-    ModelShape shape{.name = "micro", .description = "fuzz seed", .architecture = arch, .n_embd = 32,
-                     .n_layer = 1, .n_head = 2, .n_head_kv = 1, .n_ff = 64, .context_length = 64};
-    shape.qkv_bias = std::string(arch) == "qwen2";
+  for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "mixtral"}) {
+    const std::string a = arch;
+    ModelShape shape{.name = "micro", .description = "fuzz seed", .architecture = a == "mixtral" ? "llama" : a,
+                     .n_embd = 32, .n_layer = 1, .n_head = 2, .n_head_kv = 1, .n_ff = 64, .context_length = 64};
+    shape.qkv_bias = a == "qwen2";
+    if (a == "qwen3" || a == "qwen3moe") shape.key_length = 32;
+    if (a == "qwen3moe" || a == "mixtral") {
+      shape.n_expert = 4;
+      shape.n_expert_used = 2;
+      shape.n_ff_exp = a == "qwen3moe" ? 32 : 0;
+    }
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
       const std::string path = std::string(argv[1]) + "/seed" + std::to_string(n++) + ".gguf";
       StatusOr<ModelGenResult> r = GenerateRandomModel({.shape = &shape, .scheme = PureScheme(type), .out_path = path});

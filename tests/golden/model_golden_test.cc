@@ -1,6 +1,7 @@
 // The forward pass against independent implementations (../shared/fixtures/models,
 // see its README): llama2.c on the trained stories260K model, llama.cpp on
-// random-weight llama-tiny models in F32, Q8_0 and Q4_0.
+// random-weight llama-tiny models in F32, Q8_0 and Q4_0; and llama.cpp on the tiny
+// test shapes of the other architectures (tests/golden/arch).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "model/model_gen.h"
+#include "model/quant_scheme.h"
 
 namespace tachyon {
 namespace {
@@ -137,15 +140,10 @@ void PrintTo(const TinyCase& c, std::ostream* os) { *os << c.stem; }
 
 class LlamaCppGoldenTest : public ::testing::TestWithParam<TinyCase> {};
 
-TEST_P(LlamaCppGoldenTest, PromptAndStepLogits) {
-  const TinyCase& tc = GetParam();
-  std::string dir = ModelsDir();
-  nlohmann::json refs_path = dir + "/" + tc.stem + ".refs.json";
-  if (!fs::exists(refs_path.get<std::string>())) GTEST_SKIP() << refs_path << " is absent (needs ../shared)";
-  nlohmann::json refs = ReadJson(refs_path);
-  auto model = Model::Load(dir + "/" + refs["model_file"].get<std::string>());
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  const int64_t n_vocab = (*model)->config().n_vocab;
+// The model against a fixture's reference logits (refs: its index, files under dir).
+void CompareWithReference(const Model& model, const nlohmann::json& refs, const std::string& dir,
+                          const TinyCase& tc) {
+  const int64_t n_vocab = model.config().n_vocab;
   ASSERT_EQ(n_vocab, refs["n_vocab"]);
   const float tie_margin = 2 * tc.max_abs;
   for (const auto& p : refs["prompts"]) {
@@ -158,11 +156,12 @@ TEST_P(LlamaCppGoldenTest, PromptAndStepLogits) {
     const int64_t first_row = p["logits_positions"][0];
 
     // 1. The whole prompt in one batch.
-    Runner runner(**model, static_cast<int64_t>(prompt.size() + greedy.size()));
+    Runner runner(model, static_cast<int64_t>(prompt.size() + greedy.size()));
     std::vector<float> logits = runner.Feed(prompt);
     Diff prompt_diff;
     int prompt_argmax_mismatch = 0;
     const int64_t num_rows = static_cast<int64_t>(ref_prompt.size()) / n_vocab;
+    ASSERT_GT(num_rows, 0) << dir << "/" << p["logits_file"];
     for (int64_t r = 0; r < num_rows; ++r) {
       const float* ours = &logits[(first_row + r) * n_vocab];
       const float* theirs = &ref_prompt[r * n_vocab];
@@ -195,7 +194,7 @@ TEST_P(LlamaCppGoldenTest, PromptAndStepLogits) {
 
     // 3. Free-running greedy (F32 only; quantized runs may diverge legitimately).
     if (tc.exact_greedy) {
-      Runner free_runner(**model, static_cast<int64_t>(prompt.size() + greedy.size()));
+      Runner free_runner(model, static_cast<int64_t>(prompt.size() + greedy.size()));
       std::vector<float> l = free_runner.Feed(prompt);
       std::vector<float> current(l.end() - n_vocab, l.end());
       for (size_t k = 0; k < greedy.size(); ++k) {
@@ -208,6 +207,17 @@ TEST_P(LlamaCppGoldenTest, PromptAndStepLogits) {
       }
     }
   }
+}
+
+TEST_P(LlamaCppGoldenTest, PromptAndStepLogits) {
+  const TinyCase& tc = GetParam();
+  std::string dir = ModelsDir();
+  nlohmann::json refs_path = dir + "/" + tc.stem + ".refs.json";
+  if (!fs::exists(refs_path.get<std::string>())) GTEST_SKIP() << refs_path << " is absent (needs ../shared)";
+  nlohmann::json refs = ReadJson(refs_path);
+  auto model = Model::Load(dir + "/" + refs["model_file"].get<std::string>());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  CompareWithReference(**model, refs, dir, tc);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -223,6 +233,46 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// The architectures beyond llama (tests/golden/arch, README.md there): each
+// fixture names the random model it was made from (shape, type, seed), which
+// the test writes again with model gen, and holds llama.cpp's logits for it.
+class ArchGoldenTest : public ::testing::TestWithParam<TinyCase> {};
+
+TEST_P(ArchGoldenTest, PromptAndStepLogits) {
+  const TinyCase& tc = GetParam();
+  const std::string dir = std::string(TACHYON_SOURCE_DIR) + "/tests/golden/arch";
+  const nlohmann::json refs = ReadJson(dir + "/" + tc.stem + ".refs.json");
+  const ModelShape* shape = FindModelShape(refs["gen"]["shape"]);
+  ASSERT_NE(shape, nullptr) << refs["gen"];
+  StatusOr<QuantScheme> scheme = ParseQuantScheme(refs["gen"]["type"].get<std::string>());
+  ASSERT_TRUE(scheme.ok()) << scheme.status().ToString();
+  const std::string path = ::testing::TempDir() + "/arch_golden_" + tc.stem + ".gguf";
+  ModelGenOptions options{.shape = shape, .scheme = *scheme, .seed = refs["gen"]["seed"], .out_path = path};
+  StatusOr<ModelGenResult> written = GenerateRandomModel(options);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  CompareWithReference(**model, refs, dir, tc);
+  fs::remove(path);
+}
+
+std::string CaseName(const ::testing::TestParamInfo<TinyCase>& info) {
+  std::string name = info.param.stem;
+  for (char& ch : name) {
+    if (ch == '-' || ch == '.') ch = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ArchGoldenTest,
+                         ::testing::Values(TinyCase{"qwen3-tiny-f32", 1e-4f, 1e-4, true},
+                                           TinyCase{"qwen3-tiny-q8_0", 0.05f, 0.01, false},
+                                           TinyCase{"qwen3moe-tiny-f32", 1e-4f, 1e-4, true},
+                                           TinyCase{"qwen3moe-tiny-q8_0", 0.05f, 0.01, false},
+                                           TinyCase{"mixtral-tiny-f32", 1e-4f, 1e-4, true},
+                                           TinyCase{"mixtral-tiny-q8_0", 0.05f, 0.01, false}),
+                         CaseName);
 
 }  // namespace
 }  // namespace tachyon

@@ -3,7 +3,8 @@
 
 # bench_model SHAPE TYPE: prints the path of a random-weight model of that shape
 # and type, writing it first if it is not there yet. smol-135m takes the GPT-2
-# vocabulary (50257 tokens, the size nearest SmolLM's 49152), the others Llama 3's.
+# vocabulary (50257 tokens, the size nearest SmolLM's 49152), the others Llama 3's
+# (128256 tokens; Qwen3's own 151936-token vocabulary is not in ../shared).
 bench_model() {
   local vocab=$shared/fixtures/tokenizer/ggml-vocab-llama-bpe.gguf model=$models/$1-$2.gguf
   [ "$1" = smol-135m ] && vocab=$shared/fixtures/tokenizer/ggml-vocab-gpt-2.gguf

@@ -27,6 +27,11 @@ class TableReader {
     return InvalidArgumentError(path_ + ":" + std::to_string(node.source().begin.line) + ": " + what_ + ": key '" +
                                 key + "': " + message);
   }
+  // An error about `key`, at its line when the table has it (a check on a default value has no node of its own).
+  Status KeyError(const std::string& key, const std::string& message) const {
+    const toml::node* n = table_.get(key);
+    return n != nullptr ? Error(*n, key, message) : Error("key '" + key + "': " + message);
+  }
   Status Error(const std::string& message) const {
     return InvalidArgumentError(path_ + ":" + std::to_string(table_.source().begin.line) + ": " + what_ + ": " +
                                 message);
@@ -137,7 +142,7 @@ Status ReadPromptCache(TableReader& t, RouteConfig* r) {
     TableReader p(*n->as_table(), t.path(), t.what() + ": prompt_cache");
     RETURN_IF_ERROR(p.String("mode", &mode, true));
     RETURN_IF_ERROR(p.String("ttl", &ttl));
-    if (ttl != "5m" && ttl != "1h") return p.Error(*p.Get("ttl"), "ttl", "must be \"5m\" or \"1h\", not \"" + ttl + "\"");
+    if (ttl != "5m" && ttl != "1h") return p.KeyError("ttl", "must be \"5m\" or \"1h\", not \"" + ttl + "\"");
     RETURN_IF_ERROR(p.Integer("min_tokens", &r->prompt_cache.min_tokens, 0, 1 << 24));
     RETURN_IF_ERROR(p.NoOtherKeys());
   } else {
@@ -168,7 +173,7 @@ Status ReadHedge(TableReader& t, RouteConfig* r) {
     char* end = nullptr;
     const double pct = after.size() > 1 && after[0] == 'p' ? std::strtod(after.c_str() + 1, &end) : 0;
     if (end == nullptr || *end != '\0' || !(pct >= 1 && pct <= 99.9)) {
-      return h.Error(*h.Get("after"), "after", "must be a percentile from \"p1\" to \"p99.9\", such as \"p90\", not \"" + after + "\"");
+      return h.KeyError("after", "must be a percentile from \"p1\" to \"p99.9\", such as \"p90\", not \"" + after + "\"");
     }
     o.quantile = pct / 100;
   } else {
@@ -178,7 +183,10 @@ Status ReadHedge(TableReader& t, RouteConfig* r) {
   }
   RETURN_IF_ERROR(h.Number("min_ms", &min_ms, 1, 600000));
   RETURN_IF_ERROR(h.Number("max_ms", &max_ms, 1, 600000));
-  if (min_ms > max_ms) return h.Error(*h.Get("min_ms"), "min_ms", "must not be above max_ms");
+  if (min_ms > max_ms) {
+    return h.KeyError(h.Get("min_ms") != nullptr ? "min_ms" : "max_ms",
+                      (std::ostringstream() << "min_ms (" << min_ms << ") must not be above max_ms (" << max_ms << ")").str());
+  }
   RETURN_IF_ERROR(h.Integer("max", &o.max, 1, 8));
   RETURN_IF_ERROR(h.Number("max_rate", &o.max_rate, 0, 8));
   RETURN_IF_ERROR(h.NoOtherKeys());
@@ -204,19 +212,19 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     if (b->kind == "anthropic") {
       r.dialect = UpstreamDialect::kAnthropic;
       RETURN_IF_ERROR(t.String("anthropic_version", &r.anthropic_version));
-      if (r.anthropic_version.empty()) return t.Error(*t.Get("anthropic_version"), "anthropic_version", "must not be empty");
+      if (r.anthropic_version.empty()) return t.KeyError("anthropic_version", "must not be empty");
       RETURN_IF_ERROR(t.Integer("default_max_tokens", &r.default_max_tokens, 1, 1 << 24));
     }
     RETURN_IF_ERROR(t.String("base_url", &r.base_url, true));
     if (StatusOr<HttpUrl> url = ParseHttpUrl(r.base_url); !url.ok()) {
-      return t.Error(*t.Get("base_url"), "base_url", url.status().message());
+      return t.KeyError("base_url", url.status().message());
     }
     std::string key_env;
     RETURN_IF_ERROR(t.String("api_key_env", &key_env));
     if (!key_env.empty()) {
       std::optional<std::string> key = env(key_env);
       if (!key || key->empty()) {
-        return t.Error(*t.Get("api_key_env"), "api_key_env",
+        return t.KeyError("api_key_env",
                        "the environment variable " + key_env + " is not set");
       }
       r.api_key = *key;
@@ -230,13 +238,13 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.String("ca_file", &r.ca_file));
     RETURN_IF_ERROR(t.String("discover", &b->discover));
     if (!b->discover.empty() && b->discover != "dns") {
-      return t.Error(*t.Get("discover"), "discover", "must be \"dns\", not \"" + b->discover + "\"");
+      return t.KeyError("discover", "must be \"dns\", not \"" + b->discover + "\"");
     }
     RETURN_IF_ERROR(t.Number("discover_interval", &b->discover_interval, 0.1, 86400));
     RETURN_IF_ERROR(t.String("hosts_file", &b->hosts_file));
     for (const char* key : {"discover_interval", "hosts_file"}) {
       if (b->discover.empty() && t.Get(key) != nullptr) {
-        return t.Error(*t.Get(key), key, "needs discover = \"dns\"");
+        return t.KeyError(key, "needs discover = \"dns\"");
       }
     }
     if (!b->hosts_file.empty()) b->hosts_file = BesideConfig(path, b->hosts_file);
@@ -270,7 +278,7 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.String("pooling", &pooling));
     if (!pooling.empty()) {
       StatusOr<Pooling> p = ParsePooling(pooling);
-      if (!p.ok()) return t.Error(*t.Get("pooling"), "pooling", p.status().message());
+      if (!p.ok()) return t.KeyError("pooling", p.status().message());
       e.embedder.pooling = *p;
     }
     RETURN_IF_ERROR(t.Bool("normalize", &e.embedder.normalize));
@@ -278,7 +286,7 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.Integer("max_queue", &e.max_queue, 1, 1 << 20));
     RETURN_IF_ERROR(t.Integer("max_inputs", &e.max_inputs, 1, 1 << 20));
   } else {
-    return t.Error(*t.Get("kind"), "kind",
+    return t.KeyError("kind",
                    "must be \"local\", \"openai\", \"anthropic\" or \"embedding\", not \"" + b->kind + "\"");
   }
   RETURN_IF_ERROR(t.NoOtherKeys());
@@ -308,7 +316,7 @@ StatusOr<PolicyKind> ReadPolicy(TableReader& t, const std::string& fallback) {
   std::string policy = fallback;
   RETURN_IF_ERROR(t.String("policy", &policy));
   StatusOr<PolicyKind> kind = ParsePolicyKind(policy);
-  if (!kind.ok()) return t.Error(*t.Get("policy"), "policy", kind.status().message());
+  if (!kind.ok()) return t.KeyError("policy", kind.status().message());
   return kind;
 }
 
@@ -319,7 +327,7 @@ Status ReadRule(TableReader& t, const std::vector<RouteClassConfig>& classes, si
   for (size_t k = 0; k < classes.size(); ++k) {
     if (classes[k].name == class_name) rule->class_idx = static_cast<int>(k);
   }
-  if (rule->class_idx < 0) return t.Error(*t.Get("class"), "class", "no [[route.class]] is named '" + class_name + "'");
+  if (rule->class_idx < 0) return t.KeyError("class", "no [[route.class]] is named '" + class_name + "'");
   rule->name = "#" + std::to_string(i + 1);
   RETURN_IF_ERROR(t.String("name", &rule->name));
   RETURN_IF_ERROR(t.String("model", &rule->model_glob));
@@ -327,7 +335,7 @@ Status ReadRule(TableReader& t, const std::vector<RouteClassConfig>& classes, si
   RETURN_IF_ERROR(t.String("user_regex", &pattern));
   if (!pattern.empty()) {
     StatusOr<std::shared_ptr<BoundedRegex>> regex = BoundedRegex::Compile(pattern);
-    if (!regex.ok()) return t.Error(*t.Get("user_regex"), "user_regex", regex.status().message());
+    if (!regex.ok()) return t.KeyError("user_regex", regex.status().message());
     rule->user_regex = std::move(regex).value();
   }
   RETURN_IF_ERROR(t.Integer("min_prompt_chars", &rule->min_prompt_chars, 0, INT64_MAX));
@@ -380,7 +388,7 @@ Status ReadClassifier(TableReader& c, const std::vector<RouteClassConfig>& class
 // policy = "classify": [[route.class]], [[route.rule]], default, classifier.
 Status ReadClassify(TableReader& t, RouteConfig* r) {
   if (t.Get("backends") != nullptr) {
-    return t.Error(*t.Get("backends"), "backends",
+    return t.KeyError("backends",
                    "a classify route has no backends of its own: each [[route.class]] names its backends");
   }
   RETURN_IF_ERROR(ForEachTable(t, "class", [&](TableReader& c, size_t) {
@@ -391,9 +399,9 @@ Status ReadClassify(TableReader& t, RouteConfig* r) {
       if (other.name == k.name) return c.Error("a second class named '" + k.name + "'");
     }
     RETURN_IF_ERROR(c.StringList("backends", &k.backends));
-    if (k.backends.empty()) return c.Error(*c.Get("backends"), "backends", "must name at least one backend");
+    if (k.backends.empty()) return c.KeyError("backends", "must name at least one backend");
     ASSIGN_OR_RETURN(k.policy, ReadPolicy(c, "latency"));
-    if (k.policy == PolicyKind::kClassify) return c.Error(*c.Get("policy"), "policy", "a class cannot classify");
+    if (k.policy == PolicyKind::kClassify) return c.KeyError("policy", "a class cannot classify");
     RETURN_IF_ERROR(c.StringList("fallback", &k.fallback, false));
     r->classes.push_back(std::move(k));
     return Status::Ok();
@@ -414,7 +422,7 @@ Status ReadClassify(TableReader& t, RouteConfig* r) {
     if (r->classes[k].name == default_class) r->default_class = static_cast<int>(k);
   }
   if (r->default_class < 0) {
-    return t.Error(*t.Get("default"), "default", "no [[route.class]] is named '" + default_class + "'");
+    return t.KeyError("default", "no [[route.class]] is named '" + default_class + "'");
   }
   RETURN_IF_ERROR(ForEachTable(t, "rule", [&](TableReader& c, size_t i) {
     RouteRule rule;
@@ -444,7 +452,7 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
       if (const toml::node* n = t.Get(key)) return t.Error(*n, key, "only a route with policy = \"classify\" has it");
     }
     RETURN_IF_ERROR(t.StringList("backends", &r->backends));
-    if (r->backends.empty()) return t.Error(*t.Get("backends"), "backends", "must name at least one backend");
+    if (r->backends.empty()) return t.KeyError("backends", "must name at least one backend");
   }
   RETURN_IF_ERROR(t.Integer("max_attempts", &r->max_attempts, 0, 1000));
   RETURN_IF_ERROR(ReadHedge(t, r));
@@ -464,7 +472,7 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     TableReader s(*n->as_table(), t.path(), t.what() + ": semantic_cache");
     SemanticCacheConfig c;
     RETURN_IF_ERROR(s.String("embedder", &c.embedder, true));
-    if (c.embedder.empty()) return s.Error(*s.Get("embedder"), "embedder", "must not be empty");
+    if (c.embedder.empty()) return s.KeyError("embedder", "must not be empty");
     // The files an embedder SPEC names are relative to the config file, as a backend's model is.
     for (const char* kind : {"local:", "words:"}) {
       if (c.embedder.rfind(kind, 0) == 0) {
@@ -479,7 +487,7 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     RETURN_IF_ERROR(s.Number("band", &c.band, 0, 1));
     RETURN_IF_ERROR(s.String("guards", &c.guards));
     if (c.guards != "off" && c.guards != "band" && c.guards != "all") {
-      return s.Error(*s.Get("guards"), "guards", "must be \"off\", \"band\" or \"all\", not \"" + c.guards + "\"");
+      return s.KeyError("guards", "must be \"off\", \"band\" or \"all\", not \"" + c.guards + "\"");
     }
     c.ttl = r->exact_cache_ttl;
     RETURN_IF_ERROR(s.Number("ttl", &c.ttl, 0.001, 1e9));
@@ -488,14 +496,14 @@ Status ReadRoute(TableReader& t, RouteConfig* r) {
     RETURN_IF_ERROR(s.Integer("audit_concurrency", &a.concurrency, 1, 1024));
     RETURN_IF_ERROR(s.String("audit_compare", &a.compare));
     if (a.compare != "auto" && a.compare != "exact" && a.compare != "similar") {
-      return s.Error(*s.Get("audit_compare"), "audit_compare",
+      return s.KeyError("audit_compare",
                      "must be \"auto\", \"exact\" or \"similar\", not \"" + a.compare + "\"");
     }
     RETURN_IF_ERROR(s.Number("audit_agree", &a.agree, -1, 1));
     RETURN_IF_ERROR(s.Number("max_false_hit_rate", &a.max_false_hit_rate, 0, 1));
     RETURN_IF_ERROR(s.Bool("auto_threshold", &a.auto_threshold));
     if (a.auto_threshold && a.sample <= 0) {
-      return s.Error(*s.Get("auto_threshold"), "auto_threshold", "needs audit_sample > 0: the audits are its evidence");
+      return s.KeyError("auto_threshold", "needs audit_sample > 0: the audits are its evidence");
     }
     RETURN_IF_ERROR(s.NoOtherKeys());
     r->semantic_cache = std::move(c);
@@ -529,22 +537,22 @@ Status ReadCache(TableReader& t, const std::string& config_path, EnvReader env, 
   const bool sqlite = c->store.rfind("sqlite:", 0) == 0 && c->store.size() > 7;
   const bool redis = c->store.rfind("redis://", 0) == 0 || c->store.rfind("rediss://", 0) == 0;
   if (c->store != "memory" && !sqlite && !redis) {
-    return t.Error(*t.Get("store"), "store",
+    return t.KeyError("store",
                    "must be \"memory\", \"sqlite:PATH\" or \"redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB]\", not \"" +
                        RedactRedisUrl(c->store) + "\"");
   }
   if (redis) {
     if (StatusOr<RedisAddress> a = ParseRedisUrl(c->store); !a.ok()) {
-      return t.Error(*t.Get("store"), "store", a.status().message());
+      return t.KeyError("store", a.status().message());
     }
   }
   std::string password_env;
   RETURN_IF_ERROR(t.String("password_env", &password_env));
   if (!password_env.empty()) {
-    if (!redis) return t.Error(*t.Get("password_env"), "password_env", "is for a redis:// store only");
+    if (!redis) return t.KeyError("password_env", "is for a redis:// store only");
     std::optional<std::string> password = env(password_env);
     if (!password || password->empty()) {
-      return t.Error(*t.Get("password_env"), "password_env", "the environment variable " + password_env + " is not set");
+      return t.KeyError("password_env", "the environment variable " + password_env + " is not set");
     }
     c->password = *password;
   }
@@ -569,7 +577,7 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
     RETURN_IF_ERROR(t.String(name, &variable));
     if (variable.empty()) return Status::Ok();
     std::optional<std::string> key = env(variable);
-    if (!key || key->empty()) return t.Error(*t.Get(name), name, "the environment variable " + variable + " is not set");
+    if (!key || key->empty()) return t.KeyError(name, "the environment variable " + variable + " is not set");
     *out = *key;
     return Status::Ok();
   };
@@ -578,12 +586,12 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
     std::string file;
     RETURN_IF_ERROR(t.String(name, &file));
     if (file.empty()) return Status::Ok();
-    if (out->has_value()) return t.Error(*t.Get(name), name, "give the key by a file or by a variable, not both");
+    if (out->has_value()) return t.KeyError(name, "give the key by a file or by a variable, not both");
     std::ifstream in(BesideConfig(config_path, file));
     std::string key;
-    if (!in || !std::getline(in, key)) return t.Error(*t.Get(name), name, "cannot read a key from " + file);
+    if (!in || !std::getline(in, key)) return t.KeyError(name, "cannot read a key from " + file);
     while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
-    if (key.empty()) return t.Error(*t.Get(name), name, "the first line of " + file + " is empty");
+    if (key.empty()) return t.KeyError(name, "the first line of " + file + " is empty");
     *out = std::move(key);
     return Status::Ok();
   };
@@ -632,14 +640,14 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
     TableReader c(*n->as_table(), t.path(), t.what() + ": capture");
     CaptureOptions capture;
     RETURN_IF_ERROR(c.String("path", &capture.path, true));
-    if (capture.path.empty()) return c.Error(*c.Get("path"), "path", "must not be empty");
+    if (capture.path.empty()) return c.KeyError("path", "must not be empty");
     RETURN_IF_ERROR(c.Number("sample", &capture.sample, 1e-9, 1));
     RETURN_IF_ERROR(c.Bool("bodies", &capture.bodies));
     RETURN_IF_ERROR(c.Integer("max_bytes", &capture.max_bytes, 4096, INT64_MAX));
     if (c.Get("redact") != nullptr) RETURN_IF_ERROR(c.StringList("redact", &capture.redact));
     for (const std::string& pattern : capture.redact) {
       StatusOr<std::shared_ptr<BoundedRegex>> regex = BoundedRegex::Compile(pattern);
-      if (!regex.ok()) return c.Error(*c.Get("redact"), "redact", "'" + pattern + "': " + regex.status().message());
+      if (!regex.ok()) return c.KeyError("redact", "'" + pattern + "': " + regex.status().message());
     }
     RETURN_IF_ERROR(c.NoOtherKeys());
     s->capture = std::move(capture);
@@ -650,16 +658,16 @@ Status ReadServer(TableReader& t, const std::string& config_path, EnvReader env,
 Status ReadTelemetry(TableReader& t, EnvReader env, TelemetryConfig* out) {
   RETURN_IF_ERROR(t.String("otlp_endpoint", &out->otlp_endpoint, true));
   if (StatusOr<HttpUrl> url = ParseHttpUrl(out->otlp_endpoint); !url.ok()) {
-    return t.Error(*t.Get("otlp_endpoint"), "otlp_endpoint", url.status().message());
+    return t.KeyError("otlp_endpoint", url.status().message());
   }
   RETURN_IF_ERROR(t.String("otlp_protocol", &out->otlp_protocol));
   if (out->otlp_protocol != "http/json") {
-    return t.Error(*t.Get("otlp_protocol"), "otlp_protocol",
+    return t.KeyError("otlp_protocol",
                    "'" + out->otlp_protocol + "' is not supported: this build exports \"http/json\" only "
                    "(collectors take it on the same port, 4318)");
   }
   RETURN_IF_ERROR(t.String("service_name", &out->service_name));
-  if (out->service_name.empty()) return t.Error(*t.Get("service_name"), "service_name", "must not be empty");
+  if (out->service_name.empty()) return t.KeyError("service_name", "must not be empty");
   if (t.Get("sample_ratio") != nullptr) RETURN_IF_ERROR(t.Number("sample_ratio", &out->sample_ratio, 0, 1));
   std::string headers_env;
   RETURN_IF_ERROR(t.String("headers_env", &headers_env));
@@ -667,7 +675,7 @@ Status ReadTelemetry(TableReader& t, EnvReader env, TelemetryConfig* out) {
     // An unset variable is no headers (a collector without auth); a set one must parse.
     if (std::optional<std::string> text = env(headers_env)) {
       StatusOr<std::vector<std::pair<std::string, std::string>>> headers = ParseOtlpHeaders(*text);
-      if (!headers.ok()) return t.Error(*t.Get("headers_env"), "headers_env", "$" + headers_env + ": " +
+      if (!headers.ok()) return t.KeyError("headers_env", "$" + headers_env + ": " +
                                         headers.status().message());
       out->headers = std::move(*headers);
     }
@@ -679,10 +687,10 @@ Status ReadTelemetry(TableReader& t, EnvReader env, TelemetryConfig* out) {
 // [[key]]: name, the secret by key_env or its hash by key_sha256, tenant, routes, limits.
 Status ReadKey(TableReader& t, EnvReader env, KeyConfig* out) {
   RETURN_IF_ERROR(t.String("name", &out->name, true));
-  if (out->name.empty()) return t.Error(*t.Get("name"), "name", "must not be empty");
+  if (out->name.empty()) return t.KeyError("name", "must not be empty");
   for (char c : out->name) {  // a label value and a log field: printable, no quotes
     if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f || c == '"' || c == '\\') {
-      return t.Error(*t.Get("name"), "name", "may hold no space, quote, backslash or control character");
+      return t.KeyError("name", "may hold no space, quote, backslash or control character");
     }
   }
   std::string key_env, key_sha256;
@@ -693,10 +701,10 @@ Status ReadKey(TableReader& t, EnvReader env, KeyConfig* out) {
   }
   if (!key_env.empty()) {
     std::optional<std::string> secret = env(key_env);
-    if (!secret || secret->empty()) return t.Error(*t.Get("key_env"), "key_env", "$" + key_env + " is not set");
+    if (!secret || secret->empty()) return t.KeyError("key_env", "$" + key_env + " is not set");
     out->sha256 = Sha256(*secret);
   } else if (key_sha256.size() != 64 || !FromHex(key_sha256, &out->sha256)) {
-    return t.Error(*t.Get("key_sha256"), "key_sha256", "must be 64 hex digits (sha256sum of the key)");
+    return t.KeyError("key_sha256", "must be 64 hex digits (sha256sum of the key)");
   }
   out->tenant = out->name;
   RETURN_IF_ERROR(t.String("tenant", &out->tenant));
@@ -804,7 +812,7 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
       const bool any = std::any_of(config.routes.begin(), config.routes.end(),
                                    [&](const RouteConfig& r) { return GlobMatch(glob, r.model); });
       if (!any && !embeddings) {
-        return reader.Error(*reader.Get("routes"), "routes", "'" + glob + "' matches no [[route]]");
+        return reader.KeyError("routes", "'" + glob + "' matches no [[route]]");
       }
     }
     config.keys.push_back(std::move(key));
@@ -827,7 +835,7 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     ResponsesConfig& r = config.responses;
     RETURN_IF_ERROR(t.String("store", &r.store));
     if (r.store != "memory" && r.store != "cache") {
-      return t.Error(*t.Get("store"), "store", "must be \"memory\" or \"cache\" (the [cache] store), not \"" +
+      return t.KeyError("store", "must be \"memory\" or \"cache\" (the [cache] store), not \"" +
                                                    r.store + "\"");
     }
     RETURN_IF_ERROR(t.Number("ttl", &r.ttl, 1, 1e9));
@@ -842,13 +850,13 @@ StatusOr<GatewayConfig> ParseGatewayConfig(const std::string& text, const std::s
     RETURN_IF_ERROR(t.String("store", &l.store));
     const bool redis = l.store.rfind("redis://", 0) == 0 || l.store.rfind("rediss://", 0) == 0;
     if (t.Get("store") != nullptr && l.store != "local" && !redis) {
-      return t.Error(*t.Get("store"), "store",
+      return t.KeyError("store",
                      "must be \"local\" or \"redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB]\", not \"" +
                          RedactRedisUrl(l.store) + "\"");
     }
     if (redis) {
       if (StatusOr<RedisAddress> a = ParseRedisUrl(l.store); !a.ok()) {
-        return t.Error(*t.Get("store"), "store", a.status().message());
+        return t.KeyError("store", a.status().message());
       }
     }
     RETURN_IF_ERROR(t.Integer("replicas", &l.replicas, 1, 100000));

@@ -170,6 +170,7 @@ StatusOr<EngineOptions> LocalBackend::SizeEngine() {
     return InvalidArgumentError("max_model_len " + std::to_string(max_model_len_) +
                                 " exceeds the model's context length " + std::to_string(c.context_length));
   }
+  model_->SetContextLength(max_model_len_);  // phi3's LongRoPE factors follow the context served
   ASSIGN_OR_RETURN(KvType kv_type, ParseKvType(options_.kv_cache_dtype, c));
   if (options_.block_size < 1 || options_.max_num_seqs < 1 || options_.max_num_batched_tokens < 1) {
     return InvalidArgumentError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1");

@@ -62,19 +62,25 @@ void OnlineSoftmax(const float* q, const int32_t* block_table, int64_t num_posit
     float* acc = out + static_cast<int64_t>(h) * head_dim;
     std::fill(acc, acc + head_dim, 0.0f);
     float running_max = -INFINITY, running_sum = 0.0f;
-    for (int64_t start = 0; start < num_positions; start += shape.block_size) {
+    const int64_t first_visible = FirstVisiblePosition(shape, num_positions - 1);
+    const float inv_cap = shape.softcap > 0 ? 1.0f / shape.softcap : 0.0f;
+    for (int64_t start = first_visible / shape.block_size * shape.block_size; start < num_positions;
+         start += shape.block_size) {
       const int64_t first_slot = static_cast<int64_t>(block_table[start / shape.block_size]) * shape.block_size;
       const int n = static_cast<int>(std::min<int64_t>(shape.block_size, num_positions - start));
+      const int j0 = static_cast<int>(std::max<int64_t>(0, first_visible - start));
       float block_max = -INFINITY;
-      for (int j = 0; j < n; ++j) {
+      for (int j = 0; j < j0; ++j) scores[j] = -INFINITY;
+      for (int j = j0; j < n; ++j) {
         scores[j] = score(kv_head, first_slot + j, qh) * scale;
+        if (shape.softcap > 0) scores[j] = std::tanh(scores[j] * inv_cap) * shape.softcap;
         block_max = std::max(block_max, scores[j]);
       }
       const float new_max = std::max(running_max, block_max);
       const float correction = std::exp(running_max - new_max);  // 0 on the first block
       running_sum *= correction;
       for (int d = 0; d < head_dim; ++d) acc[d] *= correction;
-      for (int j = 0; j < n; ++j) {
+      for (int j = j0; j < n; ++j) {
         const float p = std::exp(scores[j] - new_max);
         running_sum += p;
         add(acc, p, kv_head, first_slot + j);

@@ -30,9 +30,21 @@ struct AttentionShape {
   int n_kv_heads = 0;  // grouped-query attention: n_heads / n_kv_heads query heads share one
   int head_dim = 0;
   int block_size = 0;
+  // A sliding window (Gemma's local layers): a query at position p sees keys at
+  // p - window + 1 .. p only, and blocks wholly before that are never read. 0: all.
+  int64_t window = 0;
+  // Soft-capping (Gemma 2): each scaled score s becomes softcap * tanh(s / softcap)
+  // before the softmax, as llama.cpp computes it (s * (1 / softcap), tanhf). 0: not.
+  float softcap = 0;
 };
 
+// The first position a query at `position` sees under `shape`'s window.
+inline int64_t FirstVisiblePosition(const AttentionShape& shape, int64_t position) {
+  return shape.window > 0 && position >= shape.window ? position - shape.window + 1 : 0;
+}
+
 // out [n_heads, head_dim] = softmax(q k^T * scale) v over positions [0, num_positions)
+// (from FirstVisiblePosition(shape, num_positions - 1) under a window)
 // of the sequence whose blocks are block_table[0 .. ceil(num_positions / block_size)).
 // q: [n_heads, head_dim].
 void AttendPaged(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,

@@ -205,5 +205,85 @@ TEST(AttentionTest, RunOfQueriesEqualsReferenceAndDoesNotDependOnTheRun) {
   }
 }
 
+// A sliding window and soft-capping (Gemma): the run kernel (AVX2 where the CPU
+// has it) and the per-token online softmax both equal a dense reference over the
+// window's keys with capped scores, for windows under, across and over a block;
+// blocks wholly before a run's first window hold NaN and are never read.
+TEST(AttentionTest, SlidingWindowAndSoftCapEqualTheReference) {
+  const int head_dim = 32, n_heads = 4, n_kv_heads = 2, kv_dim = n_kv_heads * head_dim, q_dim = n_heads * head_dim;
+  const int64_t num_positions = 40;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(num_positions * q_dim), keys(num_positions * kv_dim), values(keys.size());
+  for (float& x : q) x = normal(rng);
+  for (float& x : keys) x = normal(rng);
+  for (float& x : values) x = normal(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (int block_size : {4, 16}) {
+    for (int64_t window : {1, 3, 8, 21, 64}) {
+      for (float softcap : {0.0f, 0.7f}) {
+        AttentionShape shape{n_heads, n_kv_heads, head_dim, block_size};
+        shape.window = window;
+        shape.softcap = softcap;
+        // The reference: dense, double, over [first visible, p].
+        auto reference = [&](int64_t p) {
+          std::vector<double> out(q_dim, 0.0);
+          const int64_t first = FirstVisiblePosition(shape, p);
+          for (int h = 0; h < n_heads; ++h) {
+            const int g = h / (n_heads / n_kv_heads);
+            std::vector<double> s;
+            for (int64_t j = first; j <= p; ++j) {
+              double d = 0;
+              for (int i = 0; i < head_dim; ++i) d += q[p * q_dim + h * head_dim + i] * keys[j * kv_dim + g * head_dim + i];
+              d *= scale;
+              s.push_back(softcap > 0 ? softcap * std::tanh(d / softcap) : d);
+            }
+            const double max = *std::max_element(s.begin(), s.end());
+            double sum = 0;
+            for (double& x : s) sum += (x = std::exp(x - max));
+            for (int64_t j = first; j <= p; ++j) {
+              for (int i = 0; i < head_dim; ++i) {
+                out[h * head_dim + i] += s[j - first] / sum * values[j * kv_dim + g * head_dim + i];
+              }
+            }
+          }
+          return out;
+        };
+        const int64_t num_blocks = (num_positions + block_size - 1) / block_size;
+        std::vector<int32_t> table(num_blocks);
+        for (int64_t b = 0; b < num_blocks; ++b) table[b] = static_cast<int32_t>(num_blocks - 1 - b);
+        for (auto [first, count] : {std::pair<int64_t, int>{0, 40}, {25, 15}, {39, 1}, {17, 1}, {9, 6}}) {
+          std::vector<float> k_pool(num_blocks * block_size * kv_dim), v_pool(k_pool.size());
+          const LayerKv kv{k_pool.data(), v_pool.data(), KvType::kF32};
+          for (int64_t p = 0; p < num_positions; ++p) {
+            StoreKv(kv, table[p / block_size] * block_size + p % block_size, kv_dim, &keys[p * kv_dim],
+                    &values[p * kv_dim]);
+          }
+          for (int64_t b = 0; b < FirstVisiblePosition(shape, first) / block_size; ++b) {
+            std::fill_n(&k_pool[table[b] * block_size * kv_dim], block_size * kv_dim, NAN);
+            std::fill_n(&v_pool[table[b] * block_size * kv_dim], block_size * kv_dim, NAN);
+          }
+          std::vector<float> run(count * q_dim);
+          for (int g = 0; g < n_kv_heads; ++g) {
+            AttendPagedRun(&q[first * q_dim], q_dim, count, first, kv, table.data(), shape, scale, g, run.data());
+          }
+          for (int t = 0; t < count; ++t) {
+            const int64_t p = first + t;
+            const std::vector<double> expected = reference(p);
+            std::vector<float> one(q_dim);
+            AttendPaged(&q[p * q_dim], kv, table.data(), p + 1, shape, scale, one.data());
+            for (int i = 0; i < q_dim; ++i) {
+              ASSERT_NEAR(run[t * q_dim + i], expected[i], 1e-5)
+                  << "run: block " << block_size << " window " << window << " cap " << softcap << " position " << p;
+              ASSERT_NEAR(one[i], expected[i], 1e-5)
+                  << "one token: block " << block_size << " window " << window << " cap " << softcap << " position " << p;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tachyon

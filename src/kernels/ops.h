@@ -10,6 +10,7 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out);
 void Gelu(const float* x, int64_t n, float* out);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);  // Gemma's GeGLU (ref/ops.h)
 void Softmax(float* x, int64_t n);
 void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
                bool neox);

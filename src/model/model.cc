@@ -39,22 +39,46 @@ Status Model::BindWeights() {
   auto vector = [&](const std::string& name, int64_t n, const float** out, bool optional) {
     return BindVector(file_, name, n, out, optional);
   };
+  auto rows = [&](const std::string& name, int64_t total, int64_t first, int64_t n, WeightMatrix* out) {
+    return BindMatrixRows(file_, name, total, c.n_embd, first, n, out);
+  };
   RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
-  if (file_.FindTensor("output.weight") != nullptr) {
+  // gemma2 always reads its logits through the token embeddings (as llama.cpp does).
+  if (c.architecture != "gemma2" && file_.FindTensor("output.weight") != nullptr) {
     RETURN_IF_ERROR(matrix("output.weight", c.n_vocab, c.n_embd, &output_));
   } else {
     output_ = token_embd_;  // tied embeddings
   }
   RETURN_IF_ERROR(vector("output_norm.weight", c.n_embd, &output_norm_, false));
   RETURN_IF_ERROR(vector("rope_freqs.weight", c.rope_dim / 2, &rope_freqs_, true));
+  if (c.architecture == "phi3" && rope_freqs_ == nullptr) {
+    RETURN_IF_ERROR(vector("rope_factors_short.weight", c.rope_dim / 2, &rope_short_, true));
+    RETURN_IF_ERROR(vector("rope_factors_long.weight", c.rope_dim / 2, &rope_long_, true));
+    if ((rope_short_ == nullptr) != (rope_long_ == nullptr)) {
+      return InvalidArgumentError(std::string("tensor ") +
+                                  (rope_short_ ? "rope_factors_long" : "rope_factors_short") +
+                                  ".weight is missing: a LongRoPE file has both factor tables");
+    }
+    SetContextLength(c.context_length);
+  }
   layers_.resize(c.n_layer);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& w = layers_[l];
     RETURN_IF_ERROR(vector(p + "attn_norm.weight", c.n_embd, &w.attn_norm, false));
-    RETURN_IF_ERROR(matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &w.wq));
-    RETURN_IF_ERROR(matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &w.wk));
-    RETURN_IF_ERROR(matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &w.wv));
+    if (file_.FindTensor(p + "attn_qkv.weight") != nullptr) {  // fused: q rows, then k, then v
+      const int64_t total = c.q_dim() + 2 * c.kv_dim();
+      RETURN_IF_ERROR(rows(p + "attn_qkv.weight", total, 0, c.q_dim(), &w.wq));
+      RETURN_IF_ERROR(rows(p + "attn_qkv.weight", total, c.q_dim(), c.kv_dim(), &w.wk));
+      RETURN_IF_ERROR(rows(p + "attn_qkv.weight", total, c.q_dim() + c.kv_dim(), c.kv_dim(), &w.wv));
+      if (file_.FindTensor(p + "attn_qkv.bias") != nullptr) {
+        return UnimplementedError("tensor " + p + "attn_qkv.bias: a fused Q/K/V bias is not supported");
+      }
+    } else {
+      RETURN_IF_ERROR(matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &w.wq));
+      RETURN_IF_ERROR(matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &w.wk));
+      RETURN_IF_ERROR(matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &w.wv));
+    }
     RETURN_IF_ERROR(matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), &w.wo));
     RETURN_IF_ERROR(vector(p + "attn_q.bias", c.q_dim(), &w.bq, true));
     RETURN_IF_ERROR(vector(p + "attn_k.bias", c.kv_dim(), &w.bk, true));
@@ -72,7 +96,15 @@ Status Model::BindWeights() {
       RETURN_IF_ERROR(vector(p + "attn_k_norm.weight", c.head_dim, &w.k_norm, false));
     }
     RETURN_IF_ERROR(vector(p + "ffn_norm.weight", c.n_embd, &w.ffn_norm, false));
-    if (c.is_moe()) {
+    if (c.post_norms) {
+      RETURN_IF_ERROR(vector(p + "post_attention_norm.weight", c.n_embd, &w.attn_post_norm, false));
+      RETURN_IF_ERROR(vector(p + "post_ffw_norm.weight", c.n_embd, &w.ffn_post_norm, false));
+    }
+    if (c.architecture == "phi3") {  // ffn_up [2 n_ff]: the gate's rows, then up's
+      RETURN_IF_ERROR(rows(p + "ffn_up.weight", 2 * c.n_ff, 0, c.n_ff, &w.w_gate));
+      RETURN_IF_ERROR(rows(p + "ffn_up.weight", 2 * c.n_ff, c.n_ff, c.n_ff, &w.w_up));
+      RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &w.w_down));
+    } else if (c.is_moe()) {
       RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd, &w.router));
       RETURN_IF_ERROR(BindExperts(file_, p + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &w.exp_gate));
       RETURN_IF_ERROR(BindExperts(file_, p + "ffn_up_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &w.exp_up));
@@ -107,12 +139,20 @@ Status Model::BindWeights() {
   return Status::Ok();
 }
 
-void Model::Attention(const ForwardBatch& batch, const float* q, LayerKv layer, int block_size,
+void Model::SetContextLength(int64_t tokens) {
+  if (rope_short_ != nullptr || rope_long_ != nullptr) {
+    rope_freqs_ = tokens > config_.rope_original_context ? rope_long_ : rope_short_;
+  }
+}
+
+void Model::Attention(const ForwardBatch& batch, int64_t l, const float* q, LayerKv layer, int block_size,
                       float* out, ThreadPool& pool) const {
   const ModelConfig& c = config_;
-  const AttentionShape shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv),
-                             static_cast<int>(c.head_dim), block_size};
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  AttentionShape shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv), static_cast<int>(c.head_dim),
+                       block_size};
+  shape.window = c.is_sliding(l) ? c.sliding_window : 0;
+  shape.softcap = c.attn_softcap;
+  const float scale = c.attn_scale;
   // Runs: consecutive tokens of one sequence at consecutive positions (a prefill
   // chunk; a decode token is a run of one), cut into tiles of kAttentionTile
   // tokens that share each K/V block's loads. A token's result does not depend on
@@ -208,6 +248,13 @@ void Model::ExpertsFfn(const LayerWeights& w, const float* h, int64_t n, float* 
   }
 }
 
+void Model::PostNorm(const float* weight, int64_t n, float* rows) const {
+  if (weight == nullptr) return;
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(rows + t * config_.n_embd, weight, config_.n_embd, config_.rms_norm_eps, rows + t * config_.n_embd);
+  }
+}
+
 std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const int64_t n = batch.num_tokens();
@@ -227,16 +274,33 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
   std::vector<float> gate(c.is_moe() ? 0 : n * c.n_ff), up(c.is_moe() ? 0 : n * c.n_ff);  // [n, n_ff]
 
   for (int64_t t = 0; t < n; ++t) DequantizeWeightRow(token_embd_, batch.tokens[t].value(), &x[t * c.n_embd]);
-  // Rotation angles per token, shared by every layer: [n, rope_dim / 2] each.
-  const int half = c.rope_dim / 2;
-  std::vector<float> rope_cos(n * half), rope_sin(n * half);
-  for (int64_t t = 0; t < n; ++t) {
-    const double pos = static_cast<double>(batch.positions[t]) * c.rope_position_scale;
-    ref::RopeCosSin(pos, c.rope_dim, c.rope_base, rope_freqs_, &rope_cos[t * half], &rope_sin[t * half]);
+  if (c.embd_scale > 0) {
+    for (float& v : x) v *= c.embd_scale;
   }
+  // Rotation angles per token, shared by every layer (sliding layers may have
+  // their own base and scale): [n, rope_dim / 2] each.
+  const int half = c.rope_dim / 2;
+  auto angles = [&](float base, float position_scale, std::vector<float>* cos, std::vector<float>* sin) {
+    cos->resize(n * half);
+    sin->resize(n * half);
+    for (int64_t t = 0; t < n; ++t) {
+      const double pos = static_cast<double>(batch.positions[t]) * position_scale;
+      ref::RopeCosSin(pos, c.rope_dim, base, rope_freqs_, &(*cos)[t * half], &(*sin)[t * half]);
+    }
+    if (c.rope_attn_factor != 1.0f) {  // LongRoPE's factor on the rotation (llama.cpp's mscale)
+      for (float& v : *cos) v *= c.rope_attn_factor;
+      for (float& v : *sin) v *= c.rope_attn_factor;
+    }
+  };
+  std::vector<float> rope_cos, rope_sin, swa_cos, swa_sin;
+  angles(c.rope_base, c.rope_position_scale, &rope_cos, &rope_sin);
+  if (c.sliding_window > 0) angles(c.rope_base_swa, c.rope_position_scale_swa, &swa_cos, &swa_sin);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = layers_[l];
+    const bool sliding = c.is_sliding(l);
+    const std::vector<float>& cos = sliding ? swa_cos : rope_cos;
+    const std::vector<float>& sin = sliding ? swa_sin : rope_sin;
     for (int64_t t = 0; t < n; ++t) {
       RmsNorm(&x[t * c.n_embd], w.attn_norm, c.n_embd, c.rms_norm_eps, &h[t * c.n_embd]);
     }
@@ -259,15 +323,16 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
           RmsNorm(kt + i * c.head_dim, w.k_norm, c.head_dim, c.rms_norm_eps, kt + i * c.head_dim);
         }
       }
-      ApplyRope(qt, c.n_head, c.head_dim, c.rope_dim, &rope_cos[t * half], &rope_sin[t * half], c.rope_neox);
-      ApplyRope(kt, c.n_head_kv, c.head_dim, c.rope_dim, &rope_cos[t * half], &rope_sin[t * half], c.rope_neox);
+      ApplyRope(qt, c.n_head, c.head_dim, c.rope_dim, &cos[t * half], &sin[t * half], c.rope_neox);
+      ApplyRope(kt, c.n_head_kv, c.head_dim, c.rope_dim, &cos[t * half], &sin[t * half], c.rope_neox);
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
       const int64_t slot = static_cast<int64_t>(seq.block_table[batch.positions[t] / block_size]) * block_size +
                            batch.positions[t] % block_size;
       StoreKv(layer, slot, c.kv_dim(), kt, vt);
     }
-    Attention(batch, q.data(), layer, block_size, attn.data(), pool);
+    Attention(batch, l, q.data(), layer, block_size, attn.data(), pool);
     MatMul(w.wo, attn.data(), n, proj.data(), pool);
+    PostNorm(w.attn_post_norm, n, proj.data());
     for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
 
     for (int64_t t = 0; t < n; ++t) {
@@ -277,9 +342,14 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
       ExpertsFfn(w, h.data(), n, proj.data(), pool);
     } else {
       MatMulSameInput({{&w.w_gate, gate.data()}, {&w.w_up, up.data()}}, h.data(), n, pool);
-      SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
+      if (c.gelu_ffn) {
+        GeluTanhMul(gate.data(), up.data(), n * c.n_ff, gate.data());
+      } else {
+        SiluMul(gate.data(), up.data(), n * c.n_ff, gate.data());
+      }
       MatMul(w.w_down, gate.data(), n, proj.data(), pool);
     }
+    PostNorm(w.ffn_post_norm, n, proj.data());
     for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += proj[i];
   }
 
@@ -291,6 +361,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
   }
   std::vector<float> logits(num_logits * c.n_vocab);  // [num_logits, n_vocab]
   MatMul(output_, normed.data(), num_logits, logits.data(), pool);
+  if (c.final_softcap > 0) ref::SoftCap(logits.data(), static_cast<int64_t>(logits.size()), c.final_softcap);
   return logits;
 }
 

@@ -28,8 +28,12 @@ struct LayerWeights {
   const float* bv = nullptr;         // [kv_dim]
   const float* q_norm = nullptr;     // [head_dim] (qwen3: each head RMS-normed before rope), or null
   const float* k_norm = nullptr;     // [head_dim]
+  const float* attn_post_norm = nullptr;  // [n_embd] (gemma: the attention's output normed before the residual add)
   const float* ffn_norm = nullptr;   // [n_embd]
-  WeightMatrix w_gate, w_up, w_down; // [n_ff, n_embd] x2, [n_embd, n_ff] (dense models)
+  const float* ffn_post_norm = nullptr;   // [n_embd] (gemma)
+  // [n_ff, n_embd] x2, [n_embd, n_ff] (dense models). phi3's fused attn_qkv and
+  // ffn_up (gate rows first, then up) are bound as views of their row ranges.
+  WeightMatrix w_gate, w_up, w_down;
   // A mixture of experts: the router [n_expert, n_embd] (ffn_gate_inp) and each
   // expert's FFN, [n_ff_exp, n_embd] x2 and [n_embd, n_ff_exp]: slices of the
   // file's ffn_{gate,up,down}_exps tensors.
@@ -45,6 +49,12 @@ class Model {
   static StatusOr<std::unique_ptr<Model>> FromFile(GgufFile file);
 
   const ModelConfig& config() const { return config_; }
+
+  // The longest sequence the caller will run (the file's context length until
+  // told). It picks phi3's LongRoPE factors as llama.cpp does from its context
+  // size: rope_factors_long above rope.scaling.original_context_length, else
+  // rope_factors_short. Call before the first Forward.
+  void SetContextLength(int64_t tokens);
   const GgufFile& file() const { return file_; }
 
   // Runs every token of the batch through the model, writing each token's K/V
@@ -55,8 +65,10 @@ class Model {
  private:
   Model(GgufFile file, ModelConfig config) : file_(std::move(file)), config_(std::move(config)) {}
   Status BindWeights();
-  void Attention(const ForwardBatch& batch, const float* q, LayerKv layer, int block_size,
+  void Attention(const ForwardBatch& batch, int64_t l, const float* q, LayerKv layer, int block_size,
                  float* out, ThreadPool& pool) const;
+  // Gemma's post-norms: each of n rows [n, n_embd] RMS-normed in place by weight (nothing when null).
+  void PostNorm(const float* weight, int64_t n, float* rows) const;
   // The mixture-of-experts FFN of n tokens' normed rows h [n, n_embd] into out.
   void ExpertsFfn(const LayerWeights& w, const float* h, int64_t n, float* out, ThreadPool& pool) const;
 
@@ -65,7 +77,9 @@ class Model {
   WeightMatrix token_embd_;
   WeightMatrix output_;             // token_embd_ when the embeddings are tied
   const float* output_norm_ = nullptr;
-  const float* rope_freqs_ = nullptr;  // [rope_dim / 2] Llama 3 frequency factors, or null
+  const float* rope_freqs_ = nullptr;  // [rope_dim / 2] Llama 3 (or phi3's chosen LongRoPE) frequency factors, or null
+  const float* rope_short_ = nullptr;  // [rope_dim / 2] phi3's LongRoPE factors, or null
+  const float* rope_long_ = nullptr;
   std::vector<LayerWeights> layers_;
 };
 

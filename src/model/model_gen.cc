@@ -19,7 +19,7 @@ constexpr float kNormStd = 0.1f;  // ModelShape::random_norms: 1 + N(0, kNormStd
 // Rows generated per chunk are sized to about this many output bytes.
 constexpr uint64_t kChunkBytes = 16 << 20;
 
-enum class Init { kNormal, kOnes, kRopeFreqs, kNearOne };
+enum class Init { kNormal, kOnes, kRopeFreqs, kNearOne, kRopeShort, kRopeLong };
 
 struct TensorPlan {
   std::string name;
@@ -119,27 +119,41 @@ std::vector<TensorPlan> PlanTensors(const ModelShape& shape, const QuantScheme& 
                 kv = shape.n_head_kv * shape.head_dim(), ff = shape.n_ff;
   const GgmlType type = scheme.base;  // placeholder; each tensor's type is chosen below
   const Init norm = shape.random_norms ? Init::kNearOne : Init::kOnes;
+  const bool phi3 = shape.architecture == "phi3";
   std::vector<TensorPlan> plan;
   plan.push_back({"token_embd.weight", type, {e, vocab_size}, Init::kNormal});
+  if (shape.rope_original_context > 0) {
+    plan.push_back({"rope_factors_long.weight", GgmlType::kF32, {shape.rotary_dim() / 2}, Init::kRopeLong});
+    plan.push_back({"rope_factors_short.weight", GgmlType::kF32, {shape.rotary_dim() / 2}, Init::kRopeShort});
+  }
   if (shape.rope_scaling.factor > 0) {
     plan.push_back({"rope_freqs.weight", GgmlType::kF32, {shape.head_dim() / 2}, Init::kRopeFreqs});
   }
   for (int64_t l = 0; l < shape.n_layer; ++l) {
     std::string p = "blk." + std::to_string(l) + ".";
     plan.push_back({p + "attn_norm.weight", GgmlType::kF32, {e}, norm});
-    plan.push_back({p + "attn_q.weight", type, {e, q}, Init::kNormal});
-    if (shape.qkv_bias) plan.push_back({p + "attn_q.bias", GgmlType::kF32, {q}, Init::kNormal});
-    plan.push_back({p + "attn_k.weight", type, {e, kv}, Init::kNormal});
-    if (shape.qkv_bias) plan.push_back({p + "attn_k.bias", GgmlType::kF32, {kv}, Init::kNormal});
-    plan.push_back({p + "attn_v.weight", type, {e, kv}, Init::kNormal});
-    if (shape.qkv_bias) plan.push_back({p + "attn_v.bias", GgmlType::kF32, {kv}, Init::kNormal});
+    if (phi3) {
+      plan.push_back({p + "attn_qkv.weight", type, {e, q + 2 * kv}, Init::kNormal});
+    } else {
+      plan.push_back({p + "attn_q.weight", type, {e, q}, Init::kNormal});
+      if (shape.qkv_bias) plan.push_back({p + "attn_q.bias", GgmlType::kF32, {q}, Init::kNormal});
+      plan.push_back({p + "attn_k.weight", type, {e, kv}, Init::kNormal});
+      if (shape.qkv_bias) plan.push_back({p + "attn_k.bias", GgmlType::kF32, {kv}, Init::kNormal});
+      plan.push_back({p + "attn_v.weight", type, {e, kv}, Init::kNormal});
+      if (shape.qkv_bias) plan.push_back({p + "attn_v.bias", GgmlType::kF32, {kv}, Init::kNormal});
+    }
     if (shape.qk_norm()) {
       plan.push_back({p + "attn_q_norm.weight", GgmlType::kF32, {shape.head_dim()}, norm});
       plan.push_back({p + "attn_k_norm.weight", GgmlType::kF32, {shape.head_dim()}, norm});
     }
     plan.push_back({p + "attn_output.weight", type, {q, e}, Init::kNormal});
+    if (shape.is_gemma()) plan.push_back({p + "post_attention_norm.weight", GgmlType::kF32, {e}, norm});
     plan.push_back({p + "ffn_norm.weight", GgmlType::kF32, {e}, norm});
-    if (shape.is_moe()) {
+    if (shape.is_gemma()) plan.push_back({p + "post_ffw_norm.weight", GgmlType::kF32, {e}, norm});
+    if (phi3) {  // ffn_up holds the gate's rows, then up's
+      plan.push_back({p + "ffn_up.weight", type, {e, 2 * ff}, Init::kNormal});
+      plan.push_back({p + "ffn_down.weight", type, {ff, e}, Init::kNormal});
+    } else if (shape.is_moe()) {
       const int64_t xff = shape.expert_ff(), ne = shape.n_expert;
       plan.push_back({p + "ffn_gate_inp.weight", GgmlType::kF32, {e, ne}, Init::kNormal});  // as llama.cpp keeps it
       plan.push_back({p + "ffn_gate_exps.weight", type, {e, xff, ne}, Init::kNormal});
@@ -195,7 +209,22 @@ void SetArchitectureMetadata(const ModelShape& shape, const QuantScheme& scheme,
   }
   writer->SetMetadata(a + ".attention.layer_norm_rms_epsilon", GgufValue(shape.rms_norm_eps));
   writer->SetMetadata(a + ".rope.freq_base", GgufValue(shape.rope_theta));
-  writer->SetMetadata(a + ".rope.dimension_count", u32(shape.head_dim()));
+  writer->SetMetadata(a + ".rope.dimension_count", u32(shape.rotary_dim()));
+  if (shape.rope_linear_factor > 0) {
+    writer->SetMetadata(a + ".rope.scaling.type", GgufValue(std::string("linear")));
+    writer->SetMetadata(a + ".rope.scaling.factor", GgufValue(shape.rope_linear_factor));
+  }
+  if (shape.rope_original_context > 0) {
+    writer->SetMetadata(a + ".rope.scaling.original_context_length", u32(shape.rope_original_context));
+    writer->SetMetadata(a + ".rope.scaling.attn_factor", GgufValue(shape.rope_attn_factor));
+  }
+  if (shape.sliding_window > 0) {
+    writer->SetMetadata(a + ".attention.sliding_window", u32(shape.sliding_window));
+    writer->SetMetadata(a + ".attention.sliding_window_pattern", u32(shape.swa_period));
+  }
+  if (shape.rope_theta_swa > 0) writer->SetMetadata(a + ".rope.freq_base_swa", GgufValue(shape.rope_theta_swa));
+  if (shape.attn_softcap > 0) writer->SetMetadata(a + ".attn_logit_softcapping", GgufValue(shape.attn_softcap));
+  if (shape.final_softcap > 0) writer->SetMetadata(a + ".final_logit_softcapping", GgufValue(shape.final_softcap));
   if (shape.is_moe()) {
     writer->SetMetadata(a + ".expert_count", u32(shape.n_expert));
     writer->SetMetadata(a + ".expert_used_count", u32(shape.n_expert_used));
@@ -225,6 +254,18 @@ void GenerateRows(const TensorPlan& plan, const ModelShape& shape, uint64_t tens
           for (int64_t j = 0; j < ne0; ++j) row[j] += 1.0f;
           break;
         case Init::kRopeFreqs: FillRopeFreqs(shape, row, ne0); break;
+        // LongRoPE-like factors: short ones near 1, long ones rising to ~ context / original.
+        case Init::kRopeShort:
+          for (int64_t j = 0; j < ne0; ++j) row[j] = 1.0f + 0.25f * static_cast<float>(j) / static_cast<float>(ne0);
+          break;
+        case Init::kRopeLong: {
+          const float top = static_cast<float>(shape.context_length) / static_cast<float>(shape.rope_original_context);
+          for (int64_t j = 0; j < ne0; ++j) {
+            const float f = static_cast<float>(j) / static_cast<float>(ne0);
+            row[j] = 1.0f + (top - 1.0f) * f * f;
+          }
+          break;
+        }
       }
       ref::QuantizeRow(plan.type, row, out + i * row_bytes, ne0);
     }

@@ -322,5 +322,99 @@ TEST(ModelTest, MixturesOfExpertsLoadAndRefuseBadExpertKeysAndTensors) {
   std::filesystem::remove(bad);
 }
 
+// Gemma 2 / 3 and Phi-3 load with their settings, a token's logits do not depend
+// on the batch it is in (sliding windows and soft-caps included), and bad files
+// are refused with the key or tensor named.
+TEST(ModelTest, GemmaAndPhi3LoadComputeAloneAsInABatchAndRefuseBadFiles) {
+  ThreadPool pool(2);
+  for (const char* name : {"gemma2-tiny", "gemma3-tiny", "phi3-tiny"}) {
+    const ModelShape& shape = *FindModelShape(name);
+    auto m = Generate(shape, GgmlType::kQ8_0, std::string("model_") + name + ".gguf");
+    ASSERT_NE(m, nullptr) << name;
+    std::vector<std::vector<float>> together = RunBatch(*m, {Tokens(37, 3), Tokens(21, 4)}, 16, pool);
+    std::vector<std::vector<float>> alone = RunBatch(*m, {Tokens(21, 4)}, 16, pool);
+    EXPECT_EQ(together[1], alone[0]) << name;
+    std::vector<std::vector<float>> small_blocks = RunBatch(*m, {Tokens(21, 4)}, 4, pool);
+    for (size_t i = 0; i < alone[0].size(); ++i) ASSERT_NEAR(small_blocks[0][i], alone[0][i], 1e-4) << name;
+  }
+  auto gemma2 = Generate(*FindModelShape("gemma2-tiny"), GgmlType::kF32, "model_gemma2_cfg.gguf");
+  ASSERT_NE(gemma2, nullptr);
+  const ModelConfig& g2 = gemma2->config();
+  EXPECT_FLOAT_EQ(g2.embd_scale, std::sqrt(128.0f));
+  EXPECT_TRUE(g2.post_norms && g2.gelu_ffn && !g2.qk_norm && g2.rope_neox);
+  EXPECT_FLOAT_EQ(g2.attn_softcap, 0.1f);
+  EXPECT_FLOAT_EQ(g2.final_softcap, 1.5f);
+  EXPECT_EQ(g2.sliding_window, 8);
+  EXPECT_TRUE(g2.is_sliding(0) && !g2.is_sliding(1) && g2.is_sliding(2) && !g2.is_sliding(3));
+  auto gemma3 = Generate(*FindModelShape("gemma3-tiny"), GgmlType::kF32, "model_gemma3_cfg.gguf");
+  ASSERT_NE(gemma3, nullptr);
+  const ModelConfig& g3 = gemma3->config();
+  EXPECT_TRUE(g3.qk_norm);
+  EXPECT_EQ(g3.attn_softcap, 0.0f);
+  EXPECT_EQ(g3.final_softcap, 0.0f);
+  EXPECT_TRUE(g3.is_sliding(0) && g3.is_sliding(1) && !g3.is_sliding(2) && g3.is_sliding(3));
+  EXPECT_FLOAT_EQ(g3.rope_base_swa, 10000.0f);
+  EXPECT_FLOAT_EQ(g3.rope_position_scale, 0.25f);
+  EXPECT_FLOAT_EQ(g3.rope_position_scale_swa, 1.0f);
+
+  // phi3's LongRoPE: the short factors up to the original context, the long ones above it.
+  auto phi3 = Generate(*FindModelShape("phi3-tiny"), GgmlType::kF32, "model_phi3_cfg.gguf");
+  ASSERT_NE(phi3, nullptr);
+  EXPECT_EQ(phi3->config().rope_dim, 24);
+  EXPECT_EQ(phi3->config().rope_original_context, 512);
+  EXPECT_FLOAT_EQ(phi3->config().rope_attn_factor, 1.19f);
+  const std::vector<float> long_factors = RunBatch(*phi3, {Tokens(30, 6)}, 16, pool)[0];
+  phi3->SetContextLength(512);
+  const std::vector<float> short_factors = RunBatch(*phi3, {Tokens(30, 6)}, 16, pool)[0];
+  EXPECT_NE(short_factors, long_factors);
+  phi3->SetContextLength(513);
+  EXPECT_EQ(RunBatch(*phi3, {Tokens(30, 6)}, 16, pool)[0], long_factors);
+
+  auto refused = [&](const char* shape_name, const std::function<bool(GgufTensorInfo&)>& tensor,
+                     const std::function<void(GgufKeyValue&)>& key) {
+    const ModelShape& shape = *FindModelShape(shape_name);
+    const std::string good = TempPath("model_arch_good.gguf"), bad = TempPath("model_arch_bad.gguf");
+    EXPECT_TRUE(GenerateRandomModel({.shape = &shape, .scheme = PureScheme(GgmlType::kF32), .out_path = good}).ok());
+    EXPECT_TRUE(RewriteWith(good, bad, tensor, key).ok());
+    StatusOr<std::unique_ptr<Model>> m = Model::Load(bad);
+    std::filesystem::remove(good);
+    std::filesystem::remove(bad);
+    return m.ok() ? std::string("loaded") : m.status().message();
+  };
+  auto all = [](GgufTensorInfo&) { return true; };
+  auto no_key = [](GgufKeyValue&) {};
+  EXPECT_NE(refused("gemma3-tiny", all, [](GgufKeyValue& kv) {
+              if (kv.key == "gemma3.attention.sliding_window") kv.value = GgufValue(uint32_t{0});
+            }).find("'gemma3.attention.sliding_window' = 0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(refused("gemma2-tiny", all, [](GgufKeyValue& kv) {
+              if (kv.key == "gemma2.attn_logit_softcapping") kv.value = GgufValue(-1.0f);
+            }).find("'gemma2.attn_logit_softcapping' = -1"),
+            std::string::npos);
+  EXPECT_NE(refused("gemma2-tiny", [](GgufTensorInfo& t) { return t.name != "blk.3.post_ffw_norm.weight"; }, no_key)
+                .find("tensor blk.3.post_ffw_norm.weight is missing"),
+            std::string::npos);
+  EXPECT_NE(refused("phi3-tiny",
+                    [](GgufTensorInfo& t) {
+                      if (t.name == "blk.1.attn_qkv.weight") t.shape = {128, 192};
+                      return true;
+                    },
+                    no_key)
+                .find("blk.1.attn_qkv.weight: expected shape [128, 256]"),
+            std::string::npos);
+  EXPECT_NE(refused("phi3-tiny",
+                    [](GgufTensorInfo& t) {
+                      if (t.name == "blk.0.ffn_up.weight") t.shape = {128, 256};
+                      return true;
+                    },
+                    no_key)
+                .find("blk.0.ffn_up.weight: expected shape [128, 512]"),
+            std::string::npos);
+  EXPECT_NE(refused("phi3-tiny", [](GgufTensorInfo& t) { return t.name != "rope_factors_long.weight"; }, no_key)
+                .find("tensor rope_factors_long.weight is missing"),
+            std::string::npos)
+      << "a LongRoPE file has both tables";
+}
+
 }  // namespace
 }  // namespace tachyon

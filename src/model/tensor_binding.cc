@@ -32,6 +32,15 @@ Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, i
   return Status::Ok();
 }
 
+Status BindMatrixRows(const GgufFile& file, const std::string& name, int64_t total_rows, int64_t cols,
+                      int64_t first_row, int64_t rows, WeightMatrix* out) {
+  WeightMatrix whole;
+  RETURN_IF_ERROR(BindMatrix(file, name, total_rows, cols, &whole));
+  const uint64_t row_bytes = *GgmlRowBytes(whole.type, cols);
+  *out = {whole.type, whole.data + first_row * row_bytes, rows, cols};
+  return Status::Ok();
+}
+
 Status BindExperts(const GgufFile& file, const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
                    std::vector<WeightMatrix>* out) {
   const GgufTensorInfo* t = file.FindTensor(name);

@@ -18,6 +18,11 @@ namespace tachyon {
 // A [rows, cols] weight matrix (GGUF shape [cols, rows]) of a MatMul type.
 Status BindMatrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out);
 
+// Rows [first_row, first_row + rows) of a [total_rows, cols] matrix: a view of one
+// part of a fused tensor (phi3's attn_qkv, its ffn_up of gate and up).
+Status BindMatrixRows(const GgufFile& file, const std::string& name, int64_t total_rows, int64_t cols,
+                      int64_t first_row, int64_t rows, WeightMatrix* out);
+
 // The experts of a [n_expert, rows, cols] tensor (GGUF shape [cols, rows,
 // n_expert]): one [rows, cols] matrix each, a view of its slice.
 Status BindExperts(const GgufFile& file, const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,

@@ -69,6 +69,33 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+const uint16_t* GeluTanhF16Table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float x = Fp16ToFloat(static_cast<uint16_t>(h));
+      const float g = 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+      t[h] = FloatToFp16(g);
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  const uint16_t* table = GeluTanhF16Table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : Fp16ToFloat(table[FloatToFp16(x)]);
+    out[i] = g * up[i];
+  }
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
+
 void Softmax(float* x, int64_t n) {
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i]);

@@ -37,6 +37,16 @@ void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float*
 // a[i] = silu(gate[i]) * up[i]; [n]
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU), computed as llama.cpp's CPU
+// backend does: gate rounded to F16 and looked up in GeluTanhF16Table (outside
+// -10 < gate < 10: 0, or gate itself). gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+// [65536] F16 values: entry h is F16(gelu_tanh(F16 h as float)), in float arithmetic.
+const uint16_t* GeluTanhF16Table();
+
+// Soft-capping in place: x[i] = tanh(x[i] * (1 / cap)) * cap; [n].
+void SoftCap(float* x, int64_t n, float cap);
+
 // In-place softmax over x [n].
 void Softmax(float* x, int64_t n);
 

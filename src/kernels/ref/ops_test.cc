@@ -95,5 +95,37 @@ TEST(RefOpsTest, ActivationQuantizationRoundsTiesToEven) {
   EXPECT_EQ(qs[3], 2);
 }
 
+// The tanh GELU of Gemma's GeGLU (through its F16 table) against the formula in
+// double: within the F16 rounding of input and output (a few parts in 2^11).
+TEST(RefOpsTest, GeluTanhMulFollowsTheFormulaWithinF16Rounding) {
+  std::vector<float> gate, up;
+  for (float x = -12.0f; x <= 12.0f; x += 0.01f) {
+    gate.push_back(x);
+    up.push_back(1.0f);
+  }
+  std::vector<float> out(gate.size());
+  ref::GeluTanhMul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double x = gate[i];
+    const double expected = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    EXPECT_NEAR(out[i], expected, 2e-3 * (std::fabs(expected) + std::fabs(x)) + 1e-6) << "x " << x;
+  }
+  float x = 3.0f, y = 0;
+  const float two = 2.0f;
+  ref::GeluTanhMul(&x, &two, 1, &y);
+  EXPECT_NEAR(y, 2 * 2.99636, 1e-2) << "the up factor multiplies";
+}
+
+TEST(RefOpsTest, SoftCapBoundsAndKeepsSmallValues) {
+  std::vector<float> x = {0.0f, 0.01f, -0.01f, 5.0f, -1000.0f, 1000.0f};
+  ref::SoftCap(x.data(), static_cast<int64_t>(x.size()), 2.0f);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_NEAR(x[1], 0.01f, 1e-6);
+  EXPECT_NEAR(x[2], -0.01f, 1e-6);
+  EXPECT_NEAR(x[3], 2.0 * std::tanh(2.5), 1e-6);
+  EXPECT_EQ(x[4], -2.0f);
+  EXPECT_EQ(x[5], 2.0f);
+}
+
 }  // namespace
 }  // namespace tachyon

@@ -135,16 +135,28 @@ inline void ChunkScores(const float* qc, const float* keys, int bs, int d, float
   }
 }
 
-// The causal mask (and the block's empty tail: keys from n on), then the
+// Soft-capping, as the reference computes it: s = tanh(s * (1 / cap)) * cap with
+// the C library's tanhf, score by score (Gemma 2's layers only).
+inline void SoftCap(float* sc, int count, float cap) {
+  const float inv = 1.0f / cap;
+  for (int i = 0; i < count; ++i) sc[i] = tanhf(sc[i] * inv) * cap;
+}
+
+// The causal mask (and the sliding window's, and the block's empty tail: keys from n on), then the
 // online softmax's step: sc becomes exp(score - new max), max and sum are
 // updated; returns the factor that rescales the chunk's earlier outputs.
-inline __m256 MaskAndExponentiate(float* sc, int bs, int n, int64_t block, __m256i lane_pos, float* max,
-                                  float* sum) {
+inline __m256 MaskAndExponentiate(float* sc, int bs, int n, int64_t block, __m256i lane_pos, int64_t window,
+                                  float* max, float* sum) {
   __m256 block_max = _mm256_set1_ps(-INFINITY);
   for (int j = 0; j < bs; ++j) {
-    const __m256i key_pos = _mm256_set1_epi32(static_cast<int32_t>(block * bs + j));
-    const __m256 hidden = _mm256_castsi256_ps(
-        _mm256_or_si256(_mm256_cmpgt_epi32(key_pos, lane_pos), _mm256_set1_epi32(j < n ? 0 : -1)));
+    const int64_t key = block * bs + j;
+    const __m256i key_pos = _mm256_set1_epi32(static_cast<int32_t>(key));
+    __m256i hidden_bits = _mm256_or_si256(_mm256_cmpgt_epi32(key_pos, lane_pos), _mm256_set1_epi32(j < n ? 0 : -1));
+    if (window > 0) {  // lane_pos >= key + window: the key slid out of the row's window
+      const int64_t edge = key + window - 1 < INT32_MAX ? key + window - 1 : INT32_MAX;
+      hidden_bits = _mm256_or_si256(hidden_bits, _mm256_cmpgt_epi32(lane_pos, _mm256_set1_epi32(static_cast<int32_t>(edge))));
+    }
+    const __m256 hidden = _mm256_castsi256_ps(hidden_bits);
     const __m256 score = _mm256_blendv_ps(_mm256_loadu_ps(sc + j * kLanes), _mm256_set1_ps(-INFINITY), hidden);
     _mm256_storeu_ps(sc + j * kLanes, score);
     block_max = _mm256_max_ps(block_max, score);
@@ -232,7 +244,9 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
     pos[r] = static_cast<int32_t>(first_position + t);
   }
   const int64_t last = first_position + num_queries - 1;
-  for (int64_t block = 0; block <= last / bs; ++block) {
+  // Under a window, blocks wholly before the first query's window are skipped
+  // (a later query's masked keys in the blocks read score -inf).
+  for (int64_t block = FirstVisiblePosition(shape, first_position) / bs; block <= last / bs; ++block) {
     const int64_t left = last + 1 - block * bs;
     const int n = static_cast<int>(left < bs ? left : bs);
     const int64_t first_slot = static_cast<int64_t>(block_table[block]) * bs;
@@ -243,7 +257,9 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
       float* oc = ot + static_cast<size_t>(c) * d * kLanes;
       const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + c * kLanes));
       ChunkScores(qc, keys, bs, d, sc);
-      const __m256 correction = MaskAndExponentiate(sc, bs, n, block, lane_pos, max + c * kLanes, sum + c * kLanes);
+      if (shape.softcap > 0) SoftCap(sc, bs * kLanes, shape.softcap);
+      const __m256 correction =
+          MaskAndExponentiate(sc, bs, n, block, lane_pos, shape.window, max + c * kLanes, sum + c * kLanes);
       AccumulateValues(oc, values, sc, correction, bs, d);
     }
   }

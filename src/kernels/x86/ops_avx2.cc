@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/ref/ops.h"
+
 #include "kernels/x86/avx2_reduce.h"
 
 namespace tachyon::avx2 {
@@ -128,6 +130,23 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
     float e = _mm256_cvtss_f32(Exp(_mm256_sub_ps(_mm256_setzero_ps(), g)));
     out[i] = gate[i] / (1.0f + e) * up[i];
   }
+}
+
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  const uint16_t* table = ref::GeluTanhF16Table();
+  const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+  alignas(32) uint16_t h[8];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    _mm_store_si128(reinterpret_cast<__m128i*>(h), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    for (int j = 0; j < 8; ++j) h[j] = table[h[j]];
+    __m256 g = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+    g = _mm256_blendv_ps(g, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+    g = _mm256_blendv_ps(g, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(g, _mm256_loadu_ps(up + i)));
+  }
+  if (i < n) ref::GeluTanhMul(gate + i, up + i, n - i, out + i);
 }
 
 void Softmax(float* x, int64_t n) {

@@ -10,6 +10,8 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out);
 void Gelu(const float* x, int64_t n, float* out);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+// ref::GeluTanhMul's values: the F16 rounding and the conversions eight lanes at a time, the table read per lane.
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 void Softmax(float* x, int64_t n);
 // acc[i] += p * v[i], v in F32 or F16; [n]
 void AddScaledF32(float* acc, float p, const float* v, int64_t n);

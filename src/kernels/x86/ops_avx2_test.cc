@@ -76,6 +76,20 @@ TEST_P(OpsAvx2Test, SiluMulAndSoftmax) {
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(s[i], t[i], kExpTolerance * (1e-3f + t[i])) << i;
 }
 
+// GeGLU: the AVX2 version reads the same F16 table, so it equals the reference
+// bit for bit, tails (|gate| >= 10) and the F16 rounding's ties included.
+TEST_P(OpsAvx2Test, GeluTanhMulEqualsTheReferenceExactly) {
+  const int64_t n = GetParam();
+  std::vector<float> g = RandomNonZero(n, 7, 4.0f), u = RandomNonZero(n, 8), a(n), b(n);
+  g[0] = -10.0f;
+  if (n > 1) g[1] = 10.0f;
+  if (n > 2) g[2] = -30.0f;
+  if (n > 3) g[3] = 1.0f + 1.0f / 2048;  // halfway between two F16 values: rounds to even
+  avx2::GeluTanhMul(g.data(), u.data(), n, a.data());
+  ref::GeluTanhMul(g.data(), u.data(), n, b.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a[i], b[i]) << i << " gate " << g[i];
+}
+
 TEST_P(OpsAvx2Test, ApplyRopeNormalAndNeox) {
   const int head_dim = std::max(2, static_cast<int>(GetParam() / 2 * 2));
   for (int rope_dim : {head_dim, head_dim / 2 / 2 * 2}) {

@@ -121,6 +121,14 @@ int main(int argc, char** argv) {
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
+  // llama.cpp sets token attributes by general.name (a name holding "phi3" needs
+  // the real Phi-3 vocabulary's <unk> and <|endoftext|>); the generated files
+  // carry a byte vocabulary, so the name is replaced by a neutral one.
+  llama_model_kv_override overrides[2] = {};
+  overrides[0].tag = LLAMA_KV_OVERRIDE_TYPE_STR;
+  std::snprintf(overrides[0].key, sizeof overrides[0].key, "general.name");
+  std::snprintf(overrides[0].val_str, sizeof overrides[0].val_str, "tachyon golden");
+  mp.kv_overrides = overrides;
   llama_model* model = llama_model_load_from_file(model_path.c_str(), mp);
   if (model == nullptr) return 1;
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../../.."
 : "${LLAMA_CPP:?set LLAMA_CPP to a llama.cpp checkout (outside this repository)}"
 tachyon=build/release/src/cli/tachyon
 out=tests/golden/arch
-shapes=${*:-"qwen3-tiny"}
+shapes=${*:-"qwen3-tiny qwen3moe-tiny mixtral-tiny gemma2-tiny gemma3-tiny phi3-tiny"}
 types=${TYPES:-"f32 q8_0"}
 seed=${SEED:-20261206}
 [ -x "$tachyon" ] || { echo "missing $tachyon: build the release preset first" >&2; exit 1; }

@@ -380,14 +380,19 @@ TEST(ServeJinjaTest, TemplateFileRendersAndItsRefusalIsA400) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
-// The newer architectures (model gen's tiny shapes) served through the binary:
-// qwen3 and qwen3moe with Qwen3's own template (tests/golden/chat-templates), a
-// Mixtral-style llama with the chatml renderer; chat answers whole and streamed.
+// The newer architectures (model gen's tiny shapes) served through the binary,
+// each with its family's template (tests/golden/chat-templates): qwen3 and
+// qwen3moe with Qwen3's, gemma2 and gemma3 with Gemma 3's (Gemma 2's refuses a
+// system turn), phi3 with Phi-4-mini's, a Mixtral-style llama with the chatml
+// renderer; chat answers whole and streamed.
 TEST(ServeArchitectureTest, NewerArchitecturesServeChat) {
   if (std::system("command -v curl > /dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
-  const std::string qwen3 = std::string(TACHYON_SOURCE_DIR) + "/tests/golden/chat-templates/templates/Qwen-Qwen3-0.6B.jinja";
+  const std::string templates = std::string(TACHYON_SOURCE_DIR) + "/tests/golden/chat-templates/templates/";
+  const std::string qwen3 = templates + "Qwen-Qwen3-0.6B.jinja", gemma = templates + "google-gemma-3-1b-it.jinja",
+                    phi = templates + "microsoft-Phi-4-mini-instruct.jinja";
   for (const auto& [shape, chat_template] : std::vector<std::pair<std::string, std::string>>{
-           {"qwen3-tiny", qwen3}, {"qwen3moe-tiny", qwen3}, {"mixtral-tiny", "chatml"}}) {
+           {"qwen3-tiny", qwen3}, {"qwen3moe-tiny", qwen3}, {"mixtral-tiny", "chatml"}, {"gemma2-tiny", gemma},
+           {"gemma3-tiny", gemma}, {"phi3-tiny", phi}}) {
     const std::string model = ::testing::TempDir() + "/serve_" + shape + "_" + std::to_string(::getpid()) + ".gguf";
     CommandResult gen = RunTachyon("model gen --shape " + shape + " --type q8_0 --seed 3 --out " + model);
     ASSERT_EQ(gen.exit_code, 0) << gen.err;

@@ -4,7 +4,10 @@
 // logits divided, negative multiplied) and OpenAI presence / frequency
 // penalties over the tokens generated so far; then greedy argmax when
 // temperature is 0, else temperature, top-k, softmax, top-p, min-p and a draw
-// from a seeded generator. The same seed and inputs give the same tokens.
+// from a seeded generator, with no sort of the whole vocabulary (a heap of
+// the k, probability buckets for top-p, a threshold pass for min-p). The same seed and
+// inputs give the same tokens within a version (the draw's order over the
+// candidates changed in 2026-12: a seed may now map to another token).
 // Pure: no I/O, no clock, no global state.
 #pragma once
 
@@ -40,9 +43,11 @@ class Sampler {
   // The same as Draw(Distribution(logits, generated)).
   TokenId Sample(std::span<float> logits, std::span<const TokenId> generated);
 
-  // The distribution Sample draws from, after every option: (weight, id) pairs,
-  // most likely first; weights need not sum to 1 (`Total`). Greedy: the argmax
-  // alone. Valid until the next call on this sampler.
+  // The distribution Sample draws from, after every option: (weight, id) pairs
+  // in an order that is a function of the inputs (token id order for a
+  // full-vocabulary draw, most likely first after top-k; it fixes which
+  // token a random number maps to); weights need not sum to 1 (`Total`).
+  // Greedy: the argmax alone. Valid until the next call on this sampler.
   using Distribution = std::vector<std::pair<float, int32_t>>;
   const Distribution& ProcessedDistribution(std::span<float> logits, std::span<const TokenId> generated);
   static double Total(const Distribution& dist);
@@ -56,10 +61,19 @@ class Sampler {
 
  private:
   void ApplyPenalties(std::span<float> logits, std::span<const TokenId> generated) const;
+  // Cuts candidates_ (weights of at most 1) to the most likely ones whose weights
+  // sum to `target` (top_p times the total), without sorting them all.
+  void KeepTopP(double target);
+  // The end of top-p: candidates_ holds buckets 0..boundary (weights `above` in the
+  // buckets before it); keeps those and the boundary's most likely until `target`.
+  void TakeBoundary(uint32_t boundary, double above, double target);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch: (logit or prob, id)
+  std::vector<double> mass_;                           // scratch: KeepTopP's buckets
+  std::vector<float> weights_;                         // scratch: [n_vocab] softmax weights
+  double total_ = 0;                                   // Total(candidates_) after ProcessedDistribution
 };
 
 }  // namespace tachyon

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <random>
 
 namespace tachyon {
 namespace {
@@ -81,6 +84,70 @@ TEST(SamplerTest, TopKTopPMinPRestrictTheCandidates) {
   std::vector<float> l = Logits();
   Sampler cold({.temperature = 1e-3f, .seed = 3});
   EXPECT_EQ(cold.Sample(l, {}).value() % 2, 1) << "near-zero temperature is near-greedy";
+}
+
+// The selections (top-k by a heap, top-p by probability buckets, min-p by a
+// threshold) keep exactly the tokens, with the same probabilities, that the
+// definition by a full sort keeps: on a 50,000-token vocabulary with ties,
+// masked (-inf) tokens and top-p sets from one token to thousands.
+TEST(SamplerTest, SelectionsKeepWhatAFullSortWouldKeep) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int trial = 0; trial < 24; ++trial) {
+    std::vector<float> logits(50000);
+    for (float& x : logits) x = std::round(normal(rng) * 8) / 8;  // coarse: many ties
+    for (int i = 0; i < 500; ++i) logits[rng() % logits.size()] = -INFINITY;
+    const SamplingParams params{.temperature = trial % 3 == 0 ? 0.5f : 1.3f,
+                                .top_k = trial % 4 == 1 ? 1000 : 0,
+                                .top_p = trial % 2 == 0 ? 0.999f - 0.1f * (trial % 5) : 1.0f,
+                                .min_p = trial % 6 == 5 ? 0.02f : 0.0f};
+    // The definition: sort everything (descending, lower id first), cut to k, softmax,
+    // the shortest prefix reaching top_p, then min-p against the first.
+    // The weights are the sampler's own (its exp, without cuts), so only the
+    // selections are under test.
+    std::vector<float> l = logits;
+    Sampler uncut({.temperature = params.temperature});
+    std::vector<std::pair<float, int32_t>> ref = uncut.ProcessedDistribution(l, {});
+    auto before = [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    std::sort(ref.begin(), ref.end(), [&](auto a, auto b) {
+      return logits[a.second] > logits[b.second] || (logits[a.second] == logits[b.second] && a.second < b.second);
+    });
+    if (params.top_k > 0) ref.resize(params.top_k);
+    std::sort(ref.begin(), ref.end(), before);
+    double sum = 0;
+    for (const auto& c : ref) sum += c.first;
+    for (auto& c : ref) c.first = static_cast<float>(c.first / sum);
+    if (params.top_p < 1.0f) {
+      double cumulative = 0;
+      size_t n = 0;
+      while (n < ref.size()) {
+        cumulative += ref[n++].first;
+        if (cumulative >= params.top_p) break;
+      }
+      ref.resize(n);
+    }
+    if (params.min_p > 0) {
+      const float floor = params.min_p * ref[0].first;
+      std::erase_if(ref, [&](auto c) { return c.first < floor; });
+    }
+    Sampler sampler(params);
+    l = logits;
+    Sampler::Distribution got = sampler.ProcessedDistribution(l, {});
+    // Weights need not sum to 1: both sides as shares of what they keep.
+    const double got_total = Sampler::Total(got);
+    for (auto& c : got) c.first = static_cast<float>(c.first / got_total);
+    double ref_total = 0;
+    for (const auto& c : ref) ref_total += c.first;
+    for (auto& c : ref) c.first = static_cast<float>(c.first / ref_total);
+    auto by_id = [](auto a, auto b) { return a.second < b.second; };
+    std::sort(ref.begin(), ref.end(), by_id);
+    std::sort(got.begin(), got.end(), by_id);
+    ASSERT_EQ(got.size(), ref.size()) << "trial " << trial;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(got[i].second, ref[i].second) << "trial " << trial;
+      ASSERT_NEAR(got[i].first, ref[i].first, 1e-6 * ref[i].first + 1e-12) << "trial " << trial;
+    }
+  }
 }
 
 }  // namespace

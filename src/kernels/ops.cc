@@ -24,6 +24,10 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
   CpuHasAvx2() ? avx2::GeluTanhMul(gate, up, n, out) : ref::GeluTanhMul(gate, up, n, out);
 }
 
+void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out) {
+  CpuHasAvx2() ? avx2::ExpShifted(x, n, shift, scale, out) : ref::ExpShifted(x, n, shift, scale, out);
+}
+
 void Softmax(float* x, int64_t n) { CpuHasAvx2() ? avx2::Softmax(x, n) : ref::Softmax(x, n); }
 
 void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,

@@ -91,6 +91,10 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+}
+
 void SoftCap(float* x, int64_t n, float cap) {
   const float inv = 1.0f / cap;
   for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;

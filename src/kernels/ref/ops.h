@@ -44,6 +44,10 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 // [65536] F16 values: entry h is F16(gelu_tanh(F16 h as float)), in float arithmetic.
 const uint16_t* GeluTanhF16Table();
 
+// out[i] = exp((x[i] - shift) * scale); [n]. The sampler's softmax weights
+// (shift: the largest logit, scale: 1 / temperature). -inf gives 0.
+void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out);
+
 // Soft-capping in place: x[i] = tanh(x[i] * (1 / cap)) * cap; [n].
 void SoftCap(float* x, int64_t n, float cap);
 

@@ -149,6 +149,20 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
   if (i < n) ref::GeluTanhMul(gate + i, up + i, n - i, out + i);
 }
 
+void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out) {
+  const __m256 s = _mm256_set1_ps(shift), k = _mm256_set1_ps(scale), floor = _mm256_set1_ps(-87.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), s), k);
+    const __m256 dead = _mm256_cmp_ps(v, floor, _CMP_LT_OQ);  // -inf and what underflows
+    _mm256_storeu_ps(out + i, _mm256_andnot_ps(dead, Exp(v)));
+  }
+  for (; i < n; ++i) {
+    const float v = (x[i] - shift) * scale;
+    out[i] = v < -87.0f ? 0.0f : _mm256_cvtss_f32(Exp(_mm256_set1_ps(v)));
+  }
+}
+
 void Softmax(float* x, int64_t n) {
   __m256 vmax = _mm256_set1_ps(x[0]);
   int64_t i = 0;

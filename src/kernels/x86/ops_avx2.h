@@ -13,6 +13,8 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 // ref::GeluTanhMul's values: the F16 rounding and the conversions eight lanes at a time, the table read per lane.
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 void Softmax(float* x, int64_t n);
+// ref::ExpShifted by the polynomial exp (relative error ~2e-7; exactly 0 below e^-87).
+void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out);
 // acc[i] += p * v[i], v in F32 or F16; [n]
 void AddScaledF32(float* acc, float p, const float* v, int64_t n);
 void AddScaledF16(float* acc, float p, const uint16_t* v, int64_t n);

@@ -90,6 +90,18 @@ TEST_P(OpsAvx2Test, GeluTanhMulEqualsTheReferenceExactly) {
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a[i], b[i]) << i << " gate " << g[i];
 }
 
+TEST_P(OpsAvx2Test, ExpShifted) {
+  const int64_t n = GetParam();
+  std::vector<float> x = RandomNonZero(n, 9, 20.0f), a(n), b(n);
+  x[0] = -INFINITY;
+  if (n > 1) x[1] = 5.0f;  // the shift itself: exactly 1
+  avx2::ExpShifted(x.data(), n, 5.0f, 0.7f, a.data());
+  ref::ExpShifted(x.data(), n, 5.0f, 0.7f, b.data());
+  EXPECT_EQ(a[0], 0.0f);
+  if (n > 1) EXPECT_EQ(a[1], 1.0f);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kExpTolerance * b[i] + 1e-37f) << i << " x " << x[i];
+}
+
 TEST_P(OpsAvx2Test, ApplyRopeNormalAndNeox) {
   const int head_dim = std::max(2, static_cast<int>(GetParam() / 2 * 2));
   for (int rope_dim : {head_dim, head_dim / 2 / 2 * 2}) {

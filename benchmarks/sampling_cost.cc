@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "percentile.h"
 #include "engine/sampler.h"
 #include "model/kv_buffer.h"
 #include "model/model.h"
@@ -31,11 +32,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // The sampler before this change, for comparison: all finite logits sorted.
 // Its candidate buffer is kept from call to call, as the sampler's was.
@@ -85,8 +81,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "usage: sampling_cost MODEL.gguf [steps=24] [threads=2]\n");
     return 2;
   }
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 24;
-  const int threads = argc > 3 ? std::atoi(argv[3]) : 2;
+  const int steps = std::max(1, argc > 2 ? std::atoi(argv[2]) : 24);
+  const int threads = std::max(1, argc > 3 ? std::atoi(argv[3]) : 2);
   StatusOr<std::unique_ptr<Model>> model = Model::Load(argv[1]);
   if (!model.ok()) {
     std::fprintf(stderr, "sampling_cost: %s\n", model.status().ToString().c_str());
@@ -112,7 +108,7 @@ int Main(int argc, char** argv) {
     step_us.push_back(Micros(Clock::now() - t0));
     rows.push_back(row);
   }
-  const double step = Median(step_us);
+  const double step = Percentile(step_us, 0.5);
   std::printf("model %s: vocabulary %lld, %d threads, decode step median %.0f us (%d steps)\n", argv[1],
               static_cast<long long>(vocab), threads, step, steps);
   std::printf("| setting | tokens kept | sampler us/token | share of a step | full sort us/token | share of a step |\n");
@@ -150,8 +146,8 @@ int Main(int argc, char** argv) {
       std::vector<float> copy = r;
       kept.push_back(static_cast<double>(sampler.ProcessedDistribution(copy, {}).size()));
     }
-    const double now = Median(now_us), sorted = Median(sort_us);
-    std::printf("| %s | %.0f | %.0f | %.2f%% | %.0f | %.2f%% |\n", setting.name, Median(kept), now, 100 * now / step,
+    const double now = Percentile(now_us, 0.5), sorted = Percentile(sort_us, 0.5);
+    std::printf("| %s | %.0f | %.0f | %.2f%% | %.0f | %.2f%% |\n", setting.name, Percentile(kept, 0.5), now, 100 * now / step,
                 sorted, 100 * sorted / step);
     if (checksum == -1) std::printf("\n");  // keeps the draws from being optimized away
   }

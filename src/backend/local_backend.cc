@@ -294,7 +294,12 @@ std::string LocalBackend::Describe() const {
                 model_name_.c_str(), c.architecture.c_str(), num_blocks_, options_.kv_cache_dtype.c_str(),
                 options_.block_size, static_cast<double>(num_blocks_) * bytes_per_block_ / 1e6,
                 static_cast<long long>(max_model_len_));
-  return line;
+  std::string out = line;
+  if (model_->num_vision_tensors() > 0) {
+    out += "; the file's " + std::to_string(model_->num_vision_tensors()) +
+           " vision-tower tensors (v.*, mm.*) are not used: the engine serves text only";
+  }
+  return out;
 }
 
 StatusOr<std::shared_ptr<GrammarMasker>> LocalBackend::Masker(const std::string& key,

@@ -61,6 +61,9 @@ Status Model::BindWeights() {
     }
     SetContextLength(c.context_length);
   }
+  for (const GgufTensorInfo& t : file_.tensors()) {
+    if (t.name.rfind("v.", 0) == 0 || t.name.rfind("mm.", 0) == 0) ++num_vision_tensors_;
+  }
   layers_.resize(c.n_layer);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -50,6 +50,11 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
 
+  // Tensors of a vision tower in the file (llama.cpp's v.* and mm.* names, as a
+  // Gemma 3 file converted with its vision part has): the engine serves text and
+  // leaves them unread.
+  int64_t num_vision_tensors() const { return num_vision_tensors_; }
+
   // The longest sequence the caller will run (the file's context length until
   // told). It picks phi3's LongRoPE factors as llama.cpp does from its context
   // size: rope_factors_long above rope.scaling.original_context_length, else
@@ -81,6 +86,7 @@ class Model {
   const float* rope_short_ = nullptr;  // [rope_dim / 2] phi3's LongRoPE factors, or null
   const float* rope_long_ = nullptr;
   std::vector<LayerWeights> layers_;
+  int64_t num_vision_tensors_ = 0;
 };
 
 }  // namespace tachyon

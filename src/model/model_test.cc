@@ -125,10 +125,12 @@ TEST(ModelTest, LongContextChunkedPrefillEqualsOneBatch) {
 }
 
 // Rewrites the tiny model with one tensor changed by `edit`.
-// `edit_metadata`, when given, may change a key's value.
+// `edit_metadata`, when given, may change a key's value; `extra` names F32
+// tensors of zeros added at the end.
 Status RewriteWith(const std::string& in, const std::string& out,
                    const std::function<bool(GgufTensorInfo&)>& edit,
-                   const std::function<void(GgufKeyValue&)>& edit_metadata = nullptr) {
+                   const std::function<void(GgufKeyValue&)>& edit_metadata = nullptr,
+                   const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra = {}) {
   ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(in));
   GgufWriter writer;
   for (GgufKeyValue kv : file.metadata()) {
@@ -141,10 +143,13 @@ Status RewriteWith(const std::string& in, const std::string& out,
     RETURN_IF_ERROR(writer.AddTensor(t.name, t.type, t.shape));
     tensors.push_back(t);
   }
+  for (const auto& [name, shape] : extra) RETURN_IF_ERROR(writer.AddTensor(name, GgmlType::kF32, shape));
   RETURN_IF_ERROR(writer.Open(out));
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  for (size_t i = 0; i < writer.tensors().size(); ++i) {
     std::vector<uint8_t> bytes(writer.tensors()[i].num_bytes, 0);
-    std::copy_n(tensors[i].data, std::min<uint64_t>(bytes.size(), tensors[i].num_bytes), bytes.begin());
+    if (i < tensors.size()) {
+      std::copy_n(tensors[i].data, std::min<uint64_t>(bytes.size(), tensors[i].num_bytes), bytes.begin());
+    }
     RETURN_IF_ERROR(writer.WriteTensorData(bytes.data(), bytes.size()));
   }
   return writer.Close();
@@ -383,6 +388,21 @@ TEST(ModelTest, GemmaAndPhi3LoadComputeAloneAsInABatchAndRefuseBadFiles) {
   };
   auto all = [](GgufTensorInfo&) { return true; };
   auto no_key = [](GgufKeyValue&) {};
+  {  // A vision tower (llama.cpp's v.* and mm.* names) is counted and left unused.
+    const ModelShape& shape = *FindModelShape("gemma3-tiny");
+    const std::string good = TempPath("model_vision_good.gguf"), with = TempPath("model_vision.gguf");
+    ASSERT_TRUE(GenerateRandomModel({.shape = &shape, .scheme = PureScheme(GgmlType::kF32), .out_path = good}).ok());
+    ASSERT_TRUE(RewriteWith(good, with, all, nullptr,
+                            {{"v.patch_embd.weight", {14, 14, 3, 8}}, {"v.blk.0.attn_q.weight", {8, 8}},
+                             {"mm.input_projection.weight", {8, 128}}})
+                    .ok());
+    StatusOr<std::unique_ptr<Model>> m = Model::Load(with);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ((*m)->num_vision_tensors(), 3);
+    EXPECT_EQ(gemma3->num_vision_tensors(), 0);
+    std::filesystem::remove(good);
+    std::filesystem::remove(with);
+  }
   EXPECT_NE(refused("gemma3-tiny", all, [](GgufKeyValue& kv) {
               if (kv.key == "gemma3.attention.sliding_window") kv.value = GgufValue(uint32_t{0});
             }).find("'gemma3.attention.sliding_window' = 0 is out of range"),

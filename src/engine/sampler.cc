@@ -85,12 +85,17 @@ void Sampler::KeepTopP(double target) {
   mass_.assign(kNumBuckets, 0.0);
   for (const auto& c : candidates_) mass_[BucketOf(c.first)] += c.first;
   double above = 0;
-  uint32_t boundary = 0;
-  while (boundary + 1 < kNumBuckets && (mass_[boundary] == 0 || above + mass_[boundary] < target)) {
-    above += mass_[boundary++];
-  }
+  const uint32_t boundary = BoundaryBucket(target, &above);
   std::erase_if(candidates_, [&](const auto& c) { return BucketOf(c.first) > boundary; });
   TakeBoundary(boundary, above, target);
+}
+
+uint32_t Sampler::BoundaryBucket(double target, double* above) const {
+  uint32_t boundary = 0;
+  while (boundary + 1 < kNumBuckets && (mass_[boundary] == 0 || *above + mass_[boundary] < target)) {
+    *above += mass_[boundary++];
+  }
+  return boundary;
 }
 
 void Sampler::TakeBoundary(uint32_t boundary, double above, double target) {
@@ -176,8 +181,6 @@ const Sampler::Distribution& Sampler::ProcessedDistribution(std::span<float> log
   weights_.resize(logits.size());
   float* w = weights_.data();
   ExpShifted(logits.data(), static_cast<int64_t>(logits.size()), max, inv_t, w);
-  uint32_t boundary = kNumBuckets;  // buckets past it are never kept
-  double target = 0;
   if (top_p) {
     mass_.assign(kNumBuckets, 0.0);
     for (size_t i = 0; i < logits.size(); ++i) {
@@ -186,12 +189,9 @@ const Sampler::Distribution& Sampler::ProcessedDistribution(std::span<float> log
         mass_[BucketOf(w[i])] += w[i];
       }
     }
-    target = p.top_p * sum;
+    const double target = p.top_p * sum;
     double above = 0;
-    boundary = 0;
-    while (boundary + 1 < kNumBuckets && (mass_[boundary] == 0 || above + mass_[boundary] < target)) {
-      above += mass_[boundary++];
-    }
+    const uint32_t boundary = BoundaryBucket(target, &above);  // buckets past it are never kept
     for (size_t i = 0; i < logits.size(); ++i) {
       if (std::isfinite(logits[i]) && w[i] >= floor && BucketOf(w[i]) <= boundary) {
         candidates_.emplace_back(w[i], static_cast<int32_t>(i));

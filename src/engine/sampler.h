@@ -64,6 +64,9 @@ class Sampler {
   // Cuts candidates_ (weights of at most 1) to the most likely ones whose weights
   // sum to `target` (top_p times the total), without sorting them all.
   void KeepTopP(double target);
+  // The first non-empty bucket of mass_ at which *above (the mass of the buckets
+  // before it, added up here) plus its own reaches `target`; the last bucket if none.
+  uint32_t BoundaryBucket(double target, double* above) const;
   // The end of top-p: candidates_ holds buckets 0..boundary (weights `above` in the
   // buckets before it); keeps those and the boundary's most likely until `target`.
   void TakeBoundary(uint32_t boundary, double above, double target);

@@ -5,6 +5,7 @@
 #
 #   benchmarks/model_speed.sh [threads]            (default 2)
 #   SHAPES="smol-135m" TYPES="q8_0" benchmarks/model_speed.sh
+#   SHAPES=qwen3-30b-a3b TYPES=q4_0 benchmarks/model_speed.sh   (a mixture of experts: the active experts' bytes)
 #
 # Needs a release build (make test or cmake --build --preset release) and
 # ../shared for the vocabularies: smol-135m uses the GPT-2 vocabulary (50257
@@ -18,7 +19,7 @@ probe=build/release/benchmarks/bandwidth_probe
 shared=${TACHYON_SHARED_DIR:-../shared}
 models=${MODEL_DIR:-/tmp/tachyon-bench-models}
 shapes=${SHAPES:-"llama-1b smol-135m"}
-types=${TYPES:-"f16 q8_0 q4_0 q4_k_m"}
+types=${TYPES:-"f16 q8_0 q4_0 q4_k_m q6_k"}
 mkdir -p "$models"
 for bin in "$tachyon" "$probe"; do
   [ -x "$bin" ] || { echo "missing $bin: build the release preset first" >&2; exit 1; }
@@ -35,13 +36,21 @@ for shape in $shapes; do
   for type in $types; do
     model=$(bench_model "$shape" "$type")
     # Bytes a generated token reads: every tensor, except the embedding rows of
-    # an untied model (one row is read, not the matrix).
-    read -r file_bytes per_token < <("$tachyon" model info --json "$model" | awk '
-      /"file_bytes"/ { gsub(/[^0-9]/, "", $2); file = $2 }
-      /"name": "output.weight"/ { has_output = 1 }
-      /"name":/ { name = $2 }
-      /"bytes":/ { b = $2; gsub(/[^0-9]/, "", b); total += b; if (name ~ /token_embd/) embd = b }
-      END { print file, (has_output ? total - embd : total) }')
+    # an untied model (one row is read, not the matrix), and of a mixture of
+    # experts only the experts a token uses (expert_used_count of expert_count).
+    read -r file_bytes per_token < <("$tachyon" model info --json "$model" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+meta, arch = j["metadata"], j["architecture"]
+n_expert = meta.get(arch + ".expert_count", {}).get("value", 0)
+n_used = meta.get(arch + ".expert_used_count", {}).get("value", 0)
+names = {t["name"] for t in j["tensors"]}
+total = 0
+for t in j["tensors"]:
+    if t["name"].startswith("token_embd") and "output.weight" in names:
+        continue
+    total += t["bytes"] * n_used / n_expert if "_exps" in t["name"] and n_expert else t["bytes"]
+print(j["file_bytes"], int(total))')
     pp=$(tachyon_pp "$model" 512 "$threads")
     tg=$(tachyon_tg "$model" 128 "$threads")
     awk -v shape="$shape" -v type="$type" -v fb="$file_bytes" -v pt="$per_token" -v pp="$pp" -v tg="$tg" \

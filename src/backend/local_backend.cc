@@ -160,9 +160,9 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(const LocalBackendO
   return b;
 }
 
-// The engine's limits and KV blocks from the options and the model: blocks
-// from kv_cache_memory, else enough for max_num_seqs full-length sequences, at
-// most 2 GiB.
+// The engine's limits and KV blocks from the options and the model
+// (PlanKvCache: blocks from kv_cache_memory, else enough for max_num_seqs
+// full-length sequences, at most 2 GiB).
 StatusOr<EngineOptions> LocalBackend::SizeEngine() {
   const ModelConfig& c = model_->config();
   max_model_len_ = options_.max_model_len > 0 ? options_.max_model_len : std::min<int64_t>(c.context_length, 4096);
@@ -175,23 +175,12 @@ StatusOr<EngineOptions> LocalBackend::SizeEngine() {
   if (options_.block_size < 1 || options_.max_num_seqs < 1 || options_.max_num_batched_tokens < 1) {
     return InvalidArgumentError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1");
   }
-  bytes_per_block_ = KvBuffer::BlockBytes(c, options_.block_size, kv_type);
-  uint64_t kv_bytes = options_.kv_cache_memory;
-  if (kv_bytes == 0) {
-    const uint64_t full = static_cast<uint64_t>((max_model_len_ + options_.block_size - 1) / options_.block_size) *
-                          options_.max_num_seqs * bytes_per_block_;
-    kv_bytes = std::min<uint64_t>(full, 2ull << 30);
-  }
-  num_blocks_ = static_cast<int>(kv_bytes / bytes_per_block_);
-  if (num_blocks_ * static_cast<int64_t>(options_.block_size) < max_model_len_) {
-    return InvalidArgumentError("kv_cache_memory holds " +
-                                std::to_string(num_blocks_ * static_cast<int64_t>(options_.block_size)) +
-                                " tokens, fewer than max_model_len " + std::to_string(max_model_len_));
-  }
-  EngineOptions engine{.kv = {.num_blocks = num_blocks_, .block_size = options_.block_size,
-                              .enable_prefix_caching = options_.prefix_caching},
-                       .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
-                                     .max_num_seqs = options_.max_num_seqs, .max_model_len = max_model_len_},
+  const SchedulerOptions scheduler{.max_num_batched_tokens = options_.max_num_batched_tokens,
+                                   .max_num_seqs = options_.max_num_seqs, .max_model_len = max_model_len_};
+  ASSIGN_OR_RETURN(kv_plan_, PlanKvCache(c, kv_type, options_.block_size, options_.prefix_caching,
+                                         options_.window_pool, options_.kv_cache_memory, scheduler));
+  EngineOptions engine{.kv = kv_plan_.kv,
+                       .scheduler = scheduler,
                        .num_threads = std::max(1, options_.threads),
                        .kv_type = kv_type};
   if (options_.num_speculative_tokens < 1 || options_.num_speculative_tokens > 32) {
@@ -289,12 +278,21 @@ void LocalBackend::Shutdown() {
 
 std::string LocalBackend::Describe() const {
   const ModelConfig& c = model_->config();
+  const KvCacheOptions& kv = kv_plan_.kv;
   char line[512];
   std::snprintf(line, sizeof(line), "model %s (%s), %d %s KV blocks of %d tokens (%.1f MB), max model length %lld",
-                model_name_.c_str(), c.architecture.c_str(), num_blocks_, options_.kv_cache_dtype.c_str(),
-                options_.block_size, static_cast<double>(num_blocks_) * bytes_per_block_ / 1e6,
+                model_name_.c_str(), c.architecture.c_str(), kv.num_blocks, options_.kv_cache_dtype.c_str(),
+                options_.block_size, static_cast<double>(kv_plan_.bytes()) / 1e6,
                 static_cast<long long>(max_model_len_));
   std::string out = line;
+  if (kv.window > 0) {
+    std::snprintf(line, sizeof(line),
+                  "; the sliding-window layers keep their last %lld tokens in %d blocks of their own "
+                  "(%.1f MB of the total)",
+                  static_cast<long long>(kv.window), kv.window_num_blocks,
+                  static_cast<double>(kv.window_num_blocks) * kv_plan_.window_block_bytes / 1e6);
+    out += line;
+  }
   if (model_->num_vision_tensors() > 0) {
     out += "; the file's " + std::to_string(model_->num_vision_tensors()) +
            " vision-tower tensors (v.*, mm.*) are not used: the engine serves text only";

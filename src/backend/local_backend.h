@@ -38,6 +38,9 @@ struct LocalBackendOptions {
   int max_num_seqs = 16;
   int64_t max_num_batched_tokens = 512;
   bool prefix_caching = true;
+  // Sliding-window layers' K/V in a pool of their own that keeps only their
+  // windows (PlanKvCache); false: every layer keeps every token's.
+  bool window_pool = true;
   std::string kv_cache_dtype = "f16";  // f16, f32, q8_0
   int max_queue = 256;                 // requests in flight before 429
   double request_timeout_seconds = 0;  // 0: none
@@ -121,8 +124,7 @@ class LocalBackend : public Backend {
   std::string chat_template_note_;
   ToolCallSyntax tool_syntax_ = ToolCallSyntax::kJson;  // how the template's model writes calls
   int64_t max_model_len_ = 0;
-  int num_blocks_ = 0;
-  uint64_t bytes_per_block_ = 0;
+  KvCachePlan kv_plan_;
   std::unique_ptr<EngineLoop> loop_;
   std::atomic<int64_t> next_seq_{1};
 

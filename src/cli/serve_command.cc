@@ -50,6 +50,7 @@ struct ServeFlags {
   int max_num_seqs = 16;
   int64_t max_num_batched_tokens = 512;
   bool no_prefix_caching = false;
+  bool no_window_pool = false;
   std::string kv_cache_dtype = "f16";
   std::string speculative = "off";
   int num_speculative_tokens = 4;
@@ -119,6 +120,7 @@ StatusOr<std::shared_ptr<Gateway>> SingleModel(const ServeFlags& flags, MetricsR
                               .max_num_seqs = flags.max_num_seqs,
                               .max_num_batched_tokens = flags.max_num_batched_tokens,
                               .prefix_caching = !flags.no_prefix_caching,
+                              .window_pool = !flags.no_window_pool,
                               .kv_cache_dtype = flags.kv_cache_dtype,
                               .max_queue = flags.max_queue,
                               .request_timeout_seconds = flags.request_timeout,
@@ -580,6 +582,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str());
   flags->engine_options.push_back(
       cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "Turn off automatic prefix caching"));
+  flags->engine_options.push_back(cmd->add_flag(
+      "--no-window-pool", flags->no_window_pool,
+      "Keep every token's K/V in the sliding-window layers too (Gemma 2/3); by default they keep only their "
+      "window's, in blocks of their own"));
   flags->engine_options.push_back(cmd->add_option(
       "--speculative", flags->speculative,
       "Speculative decoding: ngram (continue text the sequence repeats), draft:FILE (a small GGUF model with the "

@@ -5,6 +5,7 @@
 #include <limits>
 #include <span>
 
+#include "base/check.h"
 #include "engine/draft_proposer.h"
 
 namespace tachyon {
@@ -27,15 +28,66 @@ StatusOr<std::unique_ptr<Proposer>> MakeProposer(const EngineOptions& options, c
   return InvalidArgumentError("unknown speculative mode");
 }
 
+StatusOr<KvCachePlan> PlanKvCache(const ModelConfig& config, KvType type, int block_size, bool prefix_caching,
+                                  bool window_pool, uint64_t kv_bytes, const SchedulerOptions& scheduler) {
+  const int64_t len = scheduler.max_model_len, seqs = scheduler.max_num_seqs;
+  const int64_t chunk = std::min(scheduler.max_num_batched_tokens, len);
+  const int64_t blocks_per_seq = (len + block_size - 1) / block_size;
+  KvCachePlan plan;
+  plan.kv = {.block_size = block_size, .enable_prefix_caching = prefix_caching};
+  int64_t sliding_layers = 0;
+  for (int64_t l = 0; l < config.n_layer; ++l) sliding_layers += config.is_sliding(l) ? 1 : 0;
+  // Window blocks all sequences hold at once: each its window and a block more
+  // (its chunk's share of the step beyond one token), and the step's chunks.
+  const int64_t window_demand =
+      config.sliding_window > 0
+          ? seqs * (WindowBlocksPerSequence(config.sliding_window, block_size, 1) + 1) +
+                (chunk + block_size - 1) / block_size
+          : 0;
+  const bool windowed = window_pool && sliding_layers > 0 && sliding_layers < config.n_layer && window_demand < seqs * blocks_per_seq;
+  plan.block_bytes = windowed ? KvBuffer::GroupBlockBytes(config, block_size, type, /*sliding=*/false)
+                              : KvBuffer::BlockBytes(config, block_size, type);
+  plan.window_block_bytes = windowed ? KvBuffer::GroupBlockBytes(config, block_size, type, /*sliding=*/true) : 0;
+  const uint64_t main_demand_bytes = static_cast<uint64_t>(seqs * blocks_per_seq) * plan.block_bytes;
+  const uint64_t window_demand_bytes = windowed ? static_cast<uint64_t>(window_demand) * plan.window_block_bytes : 0;
+  if (kv_bytes == 0) kv_bytes = std::min<uint64_t>(main_demand_bytes + window_demand_bytes, 2ull << 30);
+  // The bytes split as the demands split (exactly the demands when kv_bytes is their sum).
+  const unsigned __int128 main_blocks = static_cast<unsigned __int128>(kv_bytes) * (seqs * blocks_per_seq) /
+                                        (main_demand_bytes + window_demand_bytes);
+  plan.kv.num_blocks = static_cast<int>(std::min<unsigned __int128>(main_blocks, INT32_MAX));
+  if (windowed) {
+    plan.kv.window = config.sliding_window;
+    plan.kv.window_num_blocks =
+        static_cast<int>((kv_bytes - static_cast<uint64_t>(plan.kv.num_blocks) * plan.block_bytes) /
+                         plan.window_block_bytes);
+  }
+  if (static_cast<int64_t>(plan.kv.num_blocks) * block_size < len) {
+    return InvalidArgumentError("kv_cache_memory holds " +
+                                std::to_string(static_cast<int64_t>(plan.kv.num_blocks) * block_size) +
+                                " tokens, fewer than max_model_len " + std::to_string(len));
+  }
+  const int64_t window_need =
+      std::min(blocks_per_seq, WindowBlocksPerSequence(config.sliding_window, block_size, chunk));
+  if (windowed && plan.kv.window_num_blocks < window_need) {
+    return InvalidArgumentError("kv_cache_memory holds " + std::to_string(plan.kv.window_num_blocks) +
+                                " sliding-window blocks, fewer than the " + std::to_string(window_need) +
+                                " one sequence's window and chunk of max_num_batched_tokens need");
+  }
+  return plan;
+}
+
 Engine::Engine(const Model& model, const Vocab* vocab, EngineOptions options, std::unique_ptr<Proposer> proposer)
     : model_(model),
       vocab_(vocab),
       options_(options),
       kv_(options.kv),
-      kv_buffer_(model.config(), options.kv.block_size, options.kv.num_blocks, options.kv_type),
+      kv_buffer_(model.config(), options.kv.block_size, options.kv.num_blocks, options.kv_type,
+                 options.kv.window > 0 ? options.kv.window_num_blocks : 0),
       scheduler_(options.scheduler, &kv_),
       pool_(options.num_threads),
       proposer_(options.speculative.num_tokens > 0 ? std::move(proposer) : nullptr) {
+  CHECK(options.kv.window == 0 || options.kv.window == model.config().sliding_window)
+      << "the window pool's window must be the model's sliding window";
   spec_stats_.accepted_per_position.assign(std::max(0, options.speculative.num_tokens), 0);
 }
 
@@ -151,6 +203,11 @@ Engine::StepBatch Engine::BuildBatch(const SchedulerOutput& plan) const {
     std::vector<int32_t> table;
     for (BlockId block : kv_.BlockTable(s.id)) table.push_back(block.value());
     b.tables.push_back(std::move(table));
+    if (kv_.has_window()) {
+      std::vector<int32_t> window_table;
+      for (BlockId block : kv_.WindowBlockTable(s.id)) window_table.push_back(block.value());
+      b.window_tables.push_back(std::move(window_table));
+    }
     const int64_t end = s.first_position + s.num_new_tokens - s.num_draft_tokens;
     for (int64_t p = s.first_position; p < s.first_position + s.num_new_tokens; ++p) {
       batch.tokens.push_back(p < end ? seq.tokens[p] : seq.draft[p - end]);
@@ -164,7 +221,10 @@ Engine::StepBatch Engine::BuildBatch(const SchedulerOutput& plan) const {
       for (int32_t t = last - static_cast<int32_t>(s.num_draft_tokens); t <= last; ++t) batch.logit_tokens.push_back(t);
     }
   }
-  for (const auto& table : b.tables) batch.sequences.push_back({table.data(), static_cast<int64_t>(table.size())});
+  for (size_t i = 0; i < b.tables.size(); ++i) {
+    batch.sequences.push_back({b.tables[i].data(), static_cast<int64_t>(b.tables[i].size()),
+                               kv_.has_window() ? b.window_tables[i].data() : nullptr});
+  }
   return b;
 }
 

@@ -83,6 +83,28 @@ struct EngineOptions {
   const Clock* clock = nullptr;
 };
 
+// A KV cache sized for a model: its options and what its blocks weigh.
+struct KvCachePlan {
+  KvCacheOptions kv;
+  uint64_t block_bytes = 0;         // one block of the main pool, over the layers it serves
+  uint64_t window_block_bytes = 0;  // one block of the window pool (0 without one)
+  uint64_t bytes() const {
+    return static_cast<uint64_t>(kv.num_blocks) * block_bytes +
+           static_cast<uint64_t>(kv.window_num_blocks) * window_block_bytes;
+  }
+};
+
+// Sizes the KV cache in kv_bytes (0: what scheduler.max_num_seqs sequences of
+// max_model_len tokens need, at most 2 GiB). A model with both sliding-window
+// and full-attention layers (Gemma 2/3) gets a window pool (unless
+// window_pool is false) when that saves
+// memory: its share of the bytes is what the sliding layers of max_num_seqs
+// sequences hold at once (each its window and one chunk). Errors when the
+// main pool holds fewer than max_model_len tokens or the window pool less than
+// one sequence's window and chunk.
+StatusOr<KvCachePlan> PlanKvCache(const ModelConfig& config, KvType type, int block_size, bool prefix_caching,
+                                  bool window_pool, uint64_t kv_bytes, const SchedulerOptions& scheduler);
+
 // The proposer options.speculative asks for: null when off; a draft model is
 // loaded and must share `vocab` (the target's).
 StatusOr<std::unique_ptr<Proposer>> MakeProposer(const EngineOptions& options, const Vocab& vocab);
@@ -139,6 +161,7 @@ class Engine {
   struct StepBatch {
     ForwardBatch batch;
     std::vector<std::vector<int32_t>> tables;  // block tables, copied so they stay valid
+    std::vector<std::vector<int32_t>> window_tables;  // with a window pool
     std::vector<int64_t> first_row;            // per scheduled sequence; -1: it does not sample
   };
 

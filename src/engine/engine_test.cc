@@ -115,6 +115,7 @@ std::map<int64_t, std::vector<int32_t>> RunAll(const Model& model, EngineOptions
   if (prefix_hit_tokens) *prefix_hit_tokens = engine.kv().prefix_hit_tokens();
   if (spec_stats) *spec_stats = engine.speculative_stats();
   EXPECT_EQ(engine.kv().num_free_blocks(), engine.kv().num_blocks()) << "every block returned";
+  EXPECT_EQ(engine.kv().window_num_free_blocks(), engine.kv().window_num_blocks()) << "every window block returned";
   return out;
 }
 
@@ -318,6 +319,114 @@ TEST(EngineTest, EveryKvTypeKeepsTheDifferentialProperties) {
     EXPECT_EQ(RunAll(*model, cached, prompts, 8), RunAll(*model, uncached, prompts, 8))
         << "kv type " << static_cast<int>(type);
   }
+}
+
+const Model& Gemma2Tiny() {
+  static const std::unique_ptr<Model> model = [] {
+    std::string path = ::testing::TempDir() + "/engine_gemma2_tiny_" + std::to_string(::getpid()) + ".gguf";
+    EXPECT_TRUE(GenerateRandomModel({.shape = FindModelShape("gemma2-tiny"), .scheme = PureScheme(GgmlType::kQ8_0),
+                                     .seed = 4, .out_path = path, .num_threads = 2})
+                    .ok());
+    auto loaded = std::move(Model::Load(path)).value();
+    std::filesystem::remove(path);
+    return loaded;
+  }();
+  return *model;
+}
+
+// Gemma 2's sliding-window layers (window 8) with their K/V in a pool of their
+// own whose blocks behind the window go back as a sequence advances: the
+// tokens are those of one pool holding every layer, with prefix caching,
+// chunked prefill, rejected speculative positions and preemption.
+TEST(EngineTest, SlidingWindowPoolGivesTheSameTokens) {
+  const Model& model = Gemma2Tiny();
+  ASSERT_EQ(model.config().sliding_window, 8);
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(Prompt(45 + 7 * i, i + 1, /*shared_prefix=*/30));
+  auto options = [](int num_blocks, int64_t budget, int window_blocks, bool prefix_caching = true) {
+    EngineOptions o{.kv = {.num_blocks = num_blocks, .block_size = 4, .enable_prefix_caching = prefix_caching},
+                    .scheduler = {.max_num_batched_tokens = budget, .max_num_seqs = 8, .max_model_len = 512},
+                    .num_threads = 2};
+    if (window_blocks > 0) o.kv.window = 8, o.kv.window_num_blocks = window_blocks;
+    return o;
+  };
+  const auto one_pool = RunAll(model, options(256, 1024, 0, false), prompts, 30);
+  int64_t hits = 0;
+  EXPECT_EQ(RunAll(model, options(256, 1024, 64, false), prompts, 30), one_pool) << "one chunk each";
+  EXPECT_EQ(RunAll(model, options(256, 6, 64), prompts, 30, nullptr, &hits), one_pool) << "chunks of 6, cached";
+  EXPECT_GE(hits, 7 * 28) << "later requests reuse the shared prefix's blocks";
+  EXPECT_EQ(RunAll(model, options(256, 64, 64), prompts, 30, nullptr, nullptr, Speculate::kRandom), one_pool)
+      << "rejected draft positions";
+  int preemptions = 0;
+  // A sequence prefilling 16 tokens holds up to WindowBlocksPerSequence(8, 4, 16) = 7 window blocks,
+  // one decoding 2 or 3: eight at once need more than 12.
+  EXPECT_EQ(RunAll(model, options(256, 16, 12), prompts, 30, &preemptions), one_pool) << "a tight window pool";
+  EXPECT_GT(preemptions, 0);
+}
+
+// A long sequence holds every position's K/V in the main pool and only its
+// window's in the window pool.
+TEST(EngineTest, SlidingWindowPoolHoldsOnlyTheWindow) {
+  const Model& model = Gemma2Tiny();
+  EngineOptions o{.kv = {.num_blocks = 128, .block_size = 4, .window = 8, .window_num_blocks = 16},
+                  .scheduler = {.max_num_batched_tokens = 16, .max_num_seqs = 4, .max_model_len = 512},
+                  .num_threads = 2};
+  Engine engine(model, nullptr, o);
+  ASSERT_TRUE(engine.Add({.id = SeqId(1), .prompt = Prompt(100, 1), .sampling = {.temperature = 0.0f},
+                          .max_tokens = 200, .ignore_eos = true})
+                  .ok());
+  const int64_t bound = WindowBlocksPerSequence(8, 4, 16);
+  int64_t most = 0;
+  while (engine.HasWork()) {
+    engine.Step();
+    most = std::max<int64_t>(most, engine.kv().window_num_blocks() - engine.kv().window_num_free_blocks());
+    if (const Sequence* seq = engine.scheduler().Find(SeqId(1))) {
+      EXPECT_EQ(engine.kv().num_blocks() - engine.kv().num_free_blocks(), (seq->num_computed_tokens + 3) / 4);
+      // After a step: the blocks from the one holding position computed - 7 on.
+      const int64_t first = std::max<int64_t>(0, seq->num_computed_tokens - 7) / 4;
+      EXPECT_EQ(engine.kv().window_num_blocks() - engine.kv().window_num_free_blocks(),
+                (seq->num_computed_tokens + 3) / 4 - first);
+    }
+  }
+  EXPECT_LE(most, bound);
+  EXPECT_EQ(engine.kv().window_num_free_blocks(), 16);
+  EXPECT_EQ(engine.kv().num_free_blocks(), 128);
+}
+
+// PlanKvCache: a model with sliding-window layers gets a window pool sized for
+// max_num_seqs windows; one without gets one pool for every layer.
+TEST(EngineTest, PlanKvCacheSplitsTheBytes) {
+  const ModelConfig& gemma = Gemma2Tiny().config();
+  SchedulerOptions s{.max_num_batched_tokens = 64, .max_num_seqs = 4, .max_model_len = 2048};
+  auto plan = PlanKvCache(gemma, KvType::kF16, 16, true, true, 0, s);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->kv.window, 8);
+  EXPECT_EQ(plan->kv.num_blocks, 4 * 128);
+  // 4 x (WindowBlocksPerSequence(8, 16, 1) + 1) + 64 / 16.
+  EXPECT_EQ(plan->kv.window_num_blocks, 4 * 3 + 4);
+  EXPECT_EQ(plan->block_bytes, KvBuffer::GroupBlockBytes(gemma, 16, KvType::kF16, false));
+  EXPECT_EQ(plan->block_bytes + plan->window_block_bytes, KvBuffer::BlockBytes(gemma, 16, KvType::kF16));
+  // The same bytes given: split the same way.
+  auto given = PlanKvCache(gemma, KvType::kF16, 16, true, true, plan->bytes(), s);
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(given->kv.num_blocks, plan->kv.num_blocks);
+  EXPECT_EQ(given->kv.window_num_blocks, plan->kv.window_num_blocks);
+  // Too few bytes for the context.
+  EXPECT_FALSE(PlanKvCache(gemma, KvType::kF16, 16, true, true, plan->bytes() / 8, s).ok());
+
+  auto off = PlanKvCache(gemma, KvType::kF16, 16, true, /*window_pool=*/false, 0, s);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->kv.window, 0);
+  EXPECT_EQ(off->kv.num_blocks, 4 * 128);
+  EXPECT_EQ(off->block_bytes, KvBuffer::BlockBytes(gemma, 16, KvType::kF16));
+
+  const ModelConfig& llama = TinyModel().config();
+  auto whole = PlanKvCache(llama, KvType::kF16, 16, true, true, 0, s);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->kv.window, 0);
+  EXPECT_EQ(whole->kv.window_num_blocks, 0);
+  EXPECT_EQ(whole->kv.num_blocks, 4 * 128);
+  EXPECT_EQ(whole->block_bytes, KvBuffer::BlockBytes(llama, 16, KvType::kF16));
 }
 
 TEST(EngineTest, CancelFreesBlocks) {

@@ -20,6 +20,13 @@ Status Scheduler::Add(Sequence sequence) {
     return ResourceExhaustedError("the prompt needs " + std::to_string(blocks) + " KV blocks; the cache has " +
                                   std::to_string(kv_->num_blocks()));
   }
+  const int64_t window_blocks =
+      std::min(blocks, kv_->WindowBlocksPerSequence(std::min(n + 1, options_.max_num_batched_tokens)));
+  if (window_blocks > kv_->window_num_blocks() && kv_->has_window()) {
+    return ResourceExhaustedError("the prompt needs " + std::to_string(window_blocks) +
+                                  " sliding-window KV blocks; the window cache has " +
+                                  std::to_string(kv_->window_num_blocks()));
+  }
   CHECK(!sequences_.count(sequence.id)) << "sequence " << sequence.id.value() << " added twice";
   sequence.arrival = next_arrival_++;
   sequence.prompt_block_hashes = kv_->HashFullBlocks(
@@ -176,6 +183,7 @@ void Scheduler::OnStepDone(const SchedulerOutput& output) {
     num_prompt_tokens_computed_ +=
         std::max<int64_t>(0, std::min(seq->num_computed_tokens, seq->num_prompt_tokens) - s.first_position);
     kv_->CacheComputedBlocks(s.id, seq->tokens, seq->num_computed_tokens, seq->cache_key);
+    kv_->ReleaseOutsideWindow(s.id, seq->num_computed_tokens);
   }
 }
 
@@ -194,6 +202,7 @@ void Scheduler::AppendTokens(SeqId id, std::span<const TokenId> tokens, int64_t 
   seq->draft.clear();
   seq->num_computed_tokens += num_verified;
   kv_->CacheComputedBlocks(id, seq->tokens, seq->num_computed_tokens, seq->cache_key);
+  kv_->ReleaseOutsideWindow(id, seq->num_computed_tokens);
   // Blocks for positions past the new tokens held only rejected draft positions.
   kv_->Shrink(id, seq->num_tokens());
 }

@@ -9,7 +9,9 @@
 // then arrival: each reuses its longest cached prefix and computes a chunk of
 // the rest. When blocks run out, the most recently arrived running sequence
 // is preempted: its blocks are freed and it waits to be recomputed (its
-// tokens are kept). Pure: no I/O, no threads, no clock.
+// tokens are kept). With a window pool (KvCacheManager), each step's
+// computed tokens release the sliding-window blocks no later query sees.
+// Pure: no I/O, no threads, no clock.
 //
 // In-flight prefix deduplication: a waiting sequence whose next uncached
 // prompt block is one that a running sequence is still prefilling waits for

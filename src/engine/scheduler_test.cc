@@ -179,5 +179,29 @@ TEST(SchedulerTest, RejectsPromptsThatCanNeverRun) {
   EXPECT_TRUE(scheduler.empty());
 }
 
+// With a window pool (window 6, blocks of 4), a long sequence decodes in a
+// few window blocks; a prompt whose chunk cannot fit the window pool is refused.
+TEST(SchedulerTest, WindowPoolHoldsOnlyTheWindow) {
+  KvCacheManager kv({.num_blocks = 32, .block_size = 4, .window = 6, .window_num_blocks = 6});
+  Scheduler scheduler({.max_num_batched_tokens = 8, .max_num_seqs = 4, .max_model_len = 128}, &kv);
+  ASSERT_TRUE(scheduler.Add(Seq(1, 20)).ok());
+  for (int step = 0; step < 30; ++step) {
+    RunStep(scheduler, step);
+    const Sequence& seq = *scheduler.Find(SeqId(1));
+    // Positions computed - 5 .. computed - 1 (the next query's window), in their blocks.
+    const int64_t first = std::max<int64_t>(0, seq.num_computed_tokens - 5) / 4;
+    EXPECT_EQ(6 - kv.window_num_free_blocks(), (seq.num_computed_tokens + 3) / 4 - first) << "step " << step;
+    EXPECT_EQ(32 - kv.num_free_blocks(), (seq.num_computed_tokens + 3) / 4);
+  }
+  scheduler.Remove(SeqId(1));
+  EXPECT_EQ(kv.window_num_free_blocks(), 6);
+
+  Scheduler wide({.max_num_batched_tokens = 64, .max_num_seqs = 4, .max_model_len = 128}, &kv);
+  Status refused = wide.Add(Seq(2, 40));
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("needs 11 sliding-window KV blocks; the window cache has 6"), std::string::npos)
+      << refused.message();
+}
+
 }  // namespace
 }  // namespace tachyon

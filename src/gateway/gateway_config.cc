@@ -261,6 +261,7 @@ Status ReadBackend(TableReader& t, const std::string& path, EnvReader env, Backe
     RETURN_IF_ERROR(t.Integer("max_num_seqs", &l.max_num_seqs, 1, 65536));
     RETURN_IF_ERROR(t.Integer("max_num_batched_tokens", &l.max_num_batched_tokens, 1, 1 << 24));
     RETURN_IF_ERROR(t.Bool("prefix_caching", &l.prefix_caching));
+    RETURN_IF_ERROR(t.Bool("window_pool", &l.window_pool));
     RETURN_IF_ERROR(t.String("kv_cache_dtype", &l.kv_cache_dtype));
     RETURN_IF_ERROR(t.Integer("max_queue", &l.max_queue, 1, 1 << 20));
     RETURN_IF_ERROR(t.Number("request_timeout", &l.request_timeout_seconds, 0, 86400));

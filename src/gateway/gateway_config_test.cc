@@ -132,6 +132,7 @@ kind = "local"
 model = "models/m.gguf"
 max_num_seqs = 8
 prefix_caching = false
+window_pool = false
 request_timeout = 2.5
 breaker_failures = 3
 breaker_cooldown = 1
@@ -147,6 +148,7 @@ affinity_prefix_chars = 64
   EXPECT_EQ(l.model_path, "models/m.gguf") << "t.toml has no folder: the path stays";
   EXPECT_EQ(l.max_num_seqs, 8);
   EXPECT_FALSE(l.prefix_caching);
+  EXPECT_FALSE(l.window_pool);
   EXPECT_DOUBLE_EQ(l.request_timeout_seconds, 2.5);
   EXPECT_EQ(c->backends[0].breaker.failure_threshold, 3);
   EXPECT_EQ(*c->server.port, 9000);

@@ -5,7 +5,7 @@
 namespace tachyon {
 
 BlockPool::BlockPool(int num_blocks) : blocks_(num_blocks) {
-  CHECK_GT(num_blocks, 0);
+  CHECK_GE(num_blocks, 0);
   for (int i = 0; i < num_blocks; ++i) PushBack(i);
 }
 

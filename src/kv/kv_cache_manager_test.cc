@@ -108,5 +108,66 @@ TEST(KvCacheManagerTest, DisabledPrefixCachingNeverHits) {
   EXPECT_EQ(kv.FindCachedPrefix(prompt, 0).num_tokens, 0);
 }
 
+// Window 6, blocks of 4: a query at position p sees p - 5 .. p.
+TEST(KvCacheManagerTest, WindowBlocksBehindTheWindowGoBack) {
+  KvCacheManager kv({.num_blocks = 16, .block_size = 4, .window = 6, .window_num_blocks = 8});
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 8));
+  kv.ReleaseOutsideWindow(SeqId(1), 8);  // position 8 sees 3..8: block 0 still
+  EXPECT_EQ(kv.window_num_free_blocks(), 6);
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 12));
+  kv.ReleaseOutsideWindow(SeqId(1), 9);  // 9 sees 4..9: blocks 1, 2
+  EXPECT_EQ(Ids(kv.WindowBlockTable(SeqId(1))), (std::vector<int>{-1, 1, 2}));
+  EXPECT_EQ(Ids(kv.BlockTable(SeqId(1))), (std::vector<int>{0, 1, 2})) << "the main table keeps everything";
+  EXPECT_EQ(kv.window_num_free_blocks(), 6);
+  EXPECT_EQ(kv.num_free_blocks(), 13);
+  EXPECT_DOUBLE_EQ(kv.Usage(), 2.0 / 8) << "the fuller pool";
+  kv.Shrink(SeqId(1), 6);  // positions 6..11 were never kept
+  EXPECT_EQ(Ids(kv.WindowBlockTable(SeqId(1))), (std::vector<int>{-1, 1}));
+  kv.Free(SeqId(1));
+  EXPECT_EQ(kv.window_num_free_blocks(), 8);
+  EXPECT_EQ(kv.num_free_blocks(), 16);
+  EXPECT_EQ(kv.WindowBlocksPerSequence(1), 3) << "positions 3..8 from p = 8";
+}
+
+// A cached prefix needs its full blocks and the window blocks the next
+// token's query sees: the window blocks before them may be gone.
+TEST(KvCacheManagerTest, ACachedPrefixNeedsOnlyTheWindowItsNextTokenSees) {
+  KvCacheManager kv({.num_blocks = 32, .block_size = 4, .window = 6, .window_num_blocks = 8});
+  const std::vector<TokenId> a = Tokens(24);
+  ASSERT_TRUE(kv.Allocate(SeqId(1), 24));
+  kv.CacheComputedBlocks(SeqId(1), a, 24, 0);
+  kv.ReleaseOutsideWindow(SeqId(1), 24);  // 24 sees 19..24: window blocks 0..3 released, still cached
+  EXPECT_EQ(Ids(kv.WindowBlockTable(SeqId(1))), (std::vector<int>{-1, -1, -1, -1, 4, 5}));
+  kv.Free(SeqId(1));
+  // Evict window blocks 0..3 (and the two never used): six blocks for a sequence never cached.
+  ASSERT_TRUE(kv.Allocate(SeqId(2), 24));
+  kv.Free(SeqId(2));
+
+  // a plus more: the next token, at 24, needs window blocks 4 and 5, cached still.
+  std::vector<TokenId> longer = Tokens(30);
+  CachedPrefix hit = kv.FindCachedPrefix(longer, 0);
+  EXPECT_EQ(hit.num_tokens, 24);
+  EXPECT_EQ(hit.blocks.size(), 6u);
+  EXPECT_EQ(Ids(hit.window_blocks), (std::vector<int>{-1, -1, -1, -1, 4, 5}));
+  ASSERT_TRUE(kv.Allocate(SeqId(3), 30, hit));
+  EXPECT_EQ(kv.window_pool().ref_count(BlockId(4)), 1);
+  EXPECT_EQ(kv.WindowBlockTable(SeqId(3)).size(), 8u);
+  kv.Free(SeqId(3));
+
+  // The first 20 tokens of a, then others: a token at 20, 16, 12 or 8 would
+  // need an evicted window block, so nothing of the prefix is usable (4 would
+  // need block 0 too).
+  std::vector<TokenId> shorter = Tokens(20);
+  shorter.push_back(TokenId(999));
+  EXPECT_EQ(kv.FindCachedPrefix(shorter, 0).num_tokens, 0);
+}
+
+TEST(KvCacheManagerTest, AWindowPoolTooSmallRefusesTheAllocation) {
+  KvCacheManager kv({.num_blocks = 32, .block_size = 4, .window = 6, .window_num_blocks = 3});
+  EXPECT_FALSE(kv.Allocate(SeqId(1), 16)) << "4 window blocks for the chunk, 3 in the pool";
+  EXPECT_EQ(kv.num_free_blocks(), 32) << "nothing taken from either pool";
+  EXPECT_TRUE(kv.Allocate(SeqId(1), 12));
+}
+
 }  // namespace
 }  // namespace tachyon

@@ -16,6 +16,10 @@ struct ForwardSequence {
   // it must cover every position the batch writes for this sequence.
   const int32_t* block_table = nullptr;
   int64_t num_blocks = 0;
+  // Sliding-window layers' blocks when the KvBuffer keeps them apart (its
+  // window_num_blocks > 0): as long as block_table, -1 where a block lies
+  // wholly before every window the batch's queries see. Null: block_table.
+  const int32_t* window_block_table = nullptr;
 };
 
 struct ForwardBatch {

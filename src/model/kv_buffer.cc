@@ -18,17 +18,30 @@ StatusOr<KvType> ParseKvType(const std::string& name, const ModelConfig& config)
   return type;
 }
 
-KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks, KvType type)
-    : block_size_(block_size), num_blocks_(num_blocks), type_(type), k_(config.n_layer), v_(config.n_layer) {
-  const size_t bytes = static_cast<size_t>(num_blocks) * block_size * KvRowBytes(type, config.kv_dim());
+KvBuffer::KvBuffer(const ModelConfig& config, int block_size, int64_t num_blocks, KvType type,
+                   int64_t window_num_blocks)
+    : block_size_(block_size),
+      num_blocks_(num_blocks),
+      window_num_blocks_(window_num_blocks),
+      type_(type),
+      k_(config.n_layer),
+      v_(config.n_layer) {
+  const size_t row = KvRowBytes(type, config.kv_dim());
   for (int64_t l = 0; l < config.n_layer; ++l) {
-    k_[l].assign(bytes, 0);
-    v_[l].assign(bytes, 0);
+    const int64_t blocks = window_num_blocks > 0 && config.is_sliding(l) ? window_num_blocks : num_blocks;
+    k_[l].assign(static_cast<size_t>(blocks) * block_size * row, 0);
+    v_[l].assign(static_cast<size_t>(blocks) * block_size * row, 0);
   }
 }
 
 uint64_t KvBuffer::BlockBytes(const ModelConfig& config, int block_size, KvType type) {
   return 2ull * config.n_layer * block_size * KvRowBytes(type, config.kv_dim());
+}
+
+uint64_t KvBuffer::GroupBlockBytes(const ModelConfig& config, int block_size, KvType type, bool sliding) {
+  int64_t layers = 0;
+  for (int64_t l = 0; l < config.n_layer; ++l) layers += config.is_sliding(l) == sliding ? 1 : 0;
+  return 2ull * layers * block_size * KvRowBytes(type, config.kv_dim());
 }
 
 uint64_t KvBuffer::bytes() const {

@@ -190,7 +190,7 @@ void Model::Attention(const ForwardBatch& batch, int64_t l, const float* q, Laye
       const int kv_head = static_cast<int>(item % n_kv);
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[tile.first_token]];
       AttendPagedRun(q + tile.first_token * c.q_dim(), c.q_dim(), tile.count, batch.positions[tile.first_token],
-                     layer, seq.block_table, shape, scale, kv_head, out + tile.first_token * c.q_dim());
+                     layer, TableOf(seq, l), shape, scale, kv_head, out + tile.first_token * c.q_dim());
     }
   });
 }
@@ -266,6 +266,10 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
     const ForwardSequence& seq = batch.sequences.at(batch.sequence_index[t]);
     CHECK(batch.positions[t] >= 0 && batch.positions[t] / block_size < seq.num_blocks)
         << "token " << t << " at position " << batch.positions[t] << " has no KV block";
+    CHECK((seq.window_block_table != nullptr) == (kv.window_num_blocks() > 0))
+        << "a KV buffer with a window pool is indexed by window block tables, and only then";
+    CHECK(seq.window_block_table == nullptr || seq.window_block_table[batch.positions[t] / block_size] >= 0)
+        << "token " << t << " at position " << batch.positions[t] << " has no window KV block";
     CHECK(batch.tokens[t].value() >= 0 && batch.tokens[t].value() < c.n_vocab);
   }
   // Activations, one row per token.
@@ -329,7 +333,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
       ApplyRope(qt, c.n_head, c.head_dim, c.rope_dim, &cos[t * half], &sin[t * half], c.rope_neox);
       ApplyRope(kt, c.n_head_kv, c.head_dim, c.rope_dim, &cos[t * half], &sin[t * half], c.rope_neox);
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
-      const int64_t slot = static_cast<int64_t>(seq.block_table[batch.positions[t] / block_size]) * block_size +
+      const int64_t slot = static_cast<int64_t>(TableOf(seq, l)[batch.positions[t] / block_size]) * block_size +
                            batch.positions[t] % block_size;
       StoreKv(layer, slot, c.kv_dim(), kt, vt);
     }

@@ -72,6 +72,10 @@ class Model {
   Status BindWeights();
   void Attention(const ForwardBatch& batch, int64_t l, const float* q, LayerKv layer, int block_size,
                  float* out, ThreadPool& pool) const;
+  // The block table layer l of `seq` reads and writes through.
+  const int32_t* TableOf(const ForwardSequence& seq, int64_t l) const {
+    return seq.window_block_table != nullptr && config_.is_sliding(l) ? seq.window_block_table : seq.block_table;
+  }
   // Gemma's post-norms: each of n rows [n, n_embd] RMS-normed in place by weight (nothing when null).
   void PostNorm(const float* weight, int64_t n, float* rows) const;
   // The mixture-of-experts FFN of n tokens' normed rows h [n, n_embd] into out.

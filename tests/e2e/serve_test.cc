@@ -404,6 +404,12 @@ TEST(ServeArchitectureTest, NewerArchitecturesServeChat) {
       return Curl("-s -N -w '\\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @" + file +
                   " " + server.url() + "/v1/chat/completions");
     };
+    auto post_completion = [&](const ServerProcess& to, const std::string& body) {
+      std::string file = ::testing::TempDir() + "/arch_completion_" + std::to_string(::getpid()) + ".json";
+      { std::ofstream(file) << body; }
+      return Curl("-s -w '\\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @" + file +
+                  " " + to.url() + "/v1/completions");
+    };
     const std::string whole = post(
         R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0})");
     EXPECT_EQ(whole.substr(whole.size() - 3), "200") << shape << ": " << whole;
@@ -412,6 +418,26 @@ TEST(ServeArchitectureTest, NewerArchitecturesServeChat) {
         post(R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0,"stream":true})");
     EXPECT_EQ(streamed.substr(streamed.size() - 3), "200") << shape << ": " << streamed;
     EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << shape << ": " << streamed;
+    if (shape.rfind("gemma", 0) == 0) {
+      // The sliding-window layers (window 8) keep only their windows: a
+      // completion well past the window, with its logprobs, is the one a server
+      // keeping every token's K/V in every layer gives.
+      const std::string request =
+          R"({"prompt":"Once upon a time there was a little girl who lived in a house by the sea.",)"
+          R"("max_tokens":48,"temperature":0,"ignore_eos":true,"logprobs":2})";
+      const std::string windowed = post_completion(server, request);
+      ServerProcess whole_server({"--model", model, "--chat-template", chat_template, "--no-window-pool"});
+      ASSERT_TRUE(whole_server.started()) << shape;
+      const std::string whole_kv = post_completion(whole_server, request);
+      auto choice = [](const std::string& reply) {
+        const nlohmann::json j = nlohmann::json::parse(reply.substr(0, reply.rfind('\n')), nullptr, false);
+        return j.is_discarded() ? nlohmann::json() : j["choices"][0];
+      };
+      ASSERT_EQ(windowed.substr(windowed.size() - 3), "200") << shape << ": " << windowed;
+      EXPECT_EQ(choice(windowed), choice(whole_kv)) << shape;
+      EXPECT_EQ(choice(windowed)["logprobs"]["tokens"].size(), 48u) << shape;
+      EXPECT_EQ(whole_server.Stop(), 0);
+    }
     EXPECT_EQ(server.Stop(), 0);
     fs::remove(model);
   }

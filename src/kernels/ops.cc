@@ -24,6 +24,10 @@ void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
   CpuHasAvx2() ? avx2::GeluTanhMul(gate, up, n, out) : ref::GeluTanhMul(gate, up, n, out);
 }
 
+void SoftCap(float* x, int64_t n, float cap) {
+  CpuHasAvx2() ? avx2::SoftCap(x, n, cap) : ref::SoftCap(x, n, cap);
+}
+
 void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out) {
   CpuHasAvx2() ? avx2::ExpShifted(x, n, shift, scale, out) : ref::ExpShifted(x, n, shift, scale, out);
 }

@@ -12,6 +12,7 @@ void Gelu(const float* x, int64_t n, float* out);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);  // Gemma's GeGLU (ref/ops.h)
 void Softmax(float* x, int64_t n);
+void SoftCap(float* x, int64_t n, float cap);  // x = tanh(x / cap) * cap in place (ref/ops.h)
 void ExpShifted(const float* x, int64_t n, float shift, float scale, float* out);  // ref/ops.h
 void ApplyRope(float* x, int num_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
                bool neox);

@@ -368,7 +368,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
   }
   std::vector<float> logits(num_logits * c.n_vocab);  // [num_logits, n_vocab]
   MatMul(output_, normed.data(), num_logits, logits.data(), pool);
-  if (c.final_softcap > 0) ref::SoftCap(logits.data(), static_cast<int64_t>(logits.size()), c.final_softcap);
+  if (c.final_softcap > 0) SoftCap(logits.data(), static_cast<int64_t>(logits.size()), c.final_softcap);
   return logits;
 }
 

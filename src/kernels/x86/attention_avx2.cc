@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "kernels/ref/quantize.h"
+#include "kernels/x86/ops_avx2.h"
 
 namespace tachyon::avx2 {
 namespace {
@@ -133,13 +134,6 @@ inline void ChunkScores(const float* qc, const float* keys, int bs, int d, float
     }
     _mm256_storeu_ps(sc + j * kLanes, a);
   }
-}
-
-// Soft-capping, as the reference computes it: s = tanh(s * (1 / cap)) * cap with
-// the C library's tanhf, score by score (Gemma 2's layers only).
-inline void SoftCap(float* sc, int count, float cap) {
-  const float inv = 1.0f / cap;
-  for (int i = 0; i < count; ++i) sc[i] = tanhf(sc[i] * inv) * cap;
 }
 
 // The causal mask (and the sliding window's, and the block's empty tail: keys from n on), then the
@@ -257,6 +251,7 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
       float* oc = ot + static_cast<size_t>(c) * d * kLanes;
       const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + c * kLanes));
       ChunkScores(qc, keys, bs, d, sc);
+      // Soft-capping (Gemma 2's layers): s = tanh(s / cap) * cap, vectorized.
       if (shape.softcap > 0) SoftCap(sc, bs * kLanes, shape.softcap);
       const __m256 correction =
           MaskAndExponentiate(sc, bs, n, block, lane_pos, shape.window, max + c * kLanes, sum + c * kLanes);

@@ -59,7 +59,47 @@ __m256 Erf(__m256 x) {
   return _mm256_or_ps(y, sign);
 }
 
+// tanh(x) for 8 floats, within 4e-7 of tanh relative: below |x| = 0.55 its
+// Taylor series through x^17 (the terms left are under 6e-9 relative there);
+// above, 1 - 2 / (e^2|x| + 1), where e^2|x| >= 3 keeps Exp's error from growing;
+// the sign put back. From |x| = 9.5 on the result is 1 (the float nearest tanh).
+__m256 Tanh(__m256 x) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256 sign = _mm256_and_ps(x, sign_mask);
+  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign_mask, x), _mm256_set1_ps(9.5f));
+  const __m256 a2 = _mm256_mul_ps(a, a);
+  __m256 p = _mm256_set1_ps(6404582.0f / 10854718875.0f);
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-929569.0f / 638512875.0f));
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(21844.0f / 6081075.0f));
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-1382.0f / 155925.0f));
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(62.0f / 2835.0f));
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-17.0f / 315.0f));
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(2.0f / 15.0f));
+  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-1.0f / 3.0f));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, a2), a, a);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = Exp(_mm256_add_ps(a, a));
+  const __m256 large = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+  const __m256 y = _mm256_blendv_ps(large, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.55f), _CMP_LT_OQ));
+  return _mm256_or_ps(y, sign);
+}
+
 }  // namespace
+
+void SoftCap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  const __m256 vinv = _mm256_set1_ps(inv), vcap = _mm256_set1_ps(cap);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(Tanh(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv)), vcap));
+  }
+  if (i < n) {
+    alignas(32) float tail[8] = {};
+    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
+    _mm256_store_ps(tail, _mm256_mul_ps(Tanh(_mm256_mul_ps(_mm256_load_ps(tail), vinv)), vcap));
+    for (int64_t j = i; j < n; ++j) x[j] = tail[j - i];
+  }
+}
 
 void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
   __m256 acc = _mm256_setzero_ps();

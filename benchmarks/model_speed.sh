@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prompt processing (512 tokens) and generation (128 tokens) speed of tachyon
 # run on random-weight models of real shapes, with the fraction of the
-# memory-bandwidth bound each generation figure reaches.
+# memory-bandwidth bound each generation figure reaches (issue 41, goal 1).
 #
 #   benchmarks/model_speed.sh [threads]            (default 2)
 #   SHAPES="smol-135m" TYPES="q8_0" benchmarks/model_speed.sh
@@ -25,11 +25,12 @@ for bin in "$tachyon" "$probe"; do
   [ -x "$bin" ] || { echo "missing $bin: build the release preset first" >&2; exit 1; }
 done
 
-bandwidth=$("$probe" "$threads" 1024 2>/dev/null)
-echo "read bandwidth ($threads threads): $bandwidth GB/s"
+# The bandwidth is probed beside each generation figure (this VM's varies by
+# tens of percent from minute to minute): before and after it, the mean of the two.
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; tachyon $(git rev-parse --short HEAD)"
 echo
-echo "| model | type | file size | pp512 tok/s | tg128 tok/s | bytes read per token | bandwidth bound tok/s | share of bound |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| model | type | file size | pp512 tok/s | tg128 tok/s | bytes read per token | read bandwidth | bandwidth bound tok/s | share of bound |"
+echo "|---|---|---|---|---|---|---|---|---|"
 
 source benchmarks/bench_models.sh
 for shape in $shapes; do
@@ -52,11 +53,14 @@ for t in j["tensors"]:
     total += t["bytes"] * n_used / n_expert if "_exps" in t["name"] and n_expert else t["bytes"]
 print(j["file_bytes"], int(total))')
     pp=$(tachyon_pp "$model" 512 "$threads")
+    before=$("$probe" "$threads" 1024 2>/dev/null)
     tg=$(tachyon_tg "$model" 128 "$threads")
+    after=$("$probe" "$threads" 1024 2>/dev/null)
     awk -v shape="$shape" -v type="$type" -v fb="$file_bytes" -v pt="$per_token" -v pp="$pp" -v tg="$tg" \
-        -v bw="$bandwidth" 'BEGIN {
+        -v b0="$before" -v b1="$after" 'BEGIN {
+      bw = (b0 + b1) / 2
       bound = bw * 1e9 / pt
-      printf "| %s | %s | %.2f GB | %.1f | %.1f | %.2f GB | %.1f | %.0f%% |\n", shape, type, fb / 1e9, pp, tg, pt / 1e9, bound, 100 * tg / bound
+      printf "| %s | %s | %.2f GB | %.1f | %.1f | %.2f GB | %.1f GB/s | %.1f | %.0f%% |\n", shape, type, fb / 1e9, pp, tg, pt / 1e9, bw, bound, 100 * tg / bound
     }'
   done
 done

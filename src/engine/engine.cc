@@ -44,7 +44,8 @@ StatusOr<KvCachePlan> PlanKvCache(const ModelConfig& config, KvType type, int bl
           ? seqs * (WindowBlocksPerSequence(config.sliding_window, block_size, 1) + 1) +
                 (chunk + block_size - 1) / block_size
           : 0;
-  const bool windowed = window_pool && sliding_layers > 0 && sliding_layers < config.n_layer && window_demand < seqs * blocks_per_seq;
+  const bool windowed = window_pool && sliding_layers > 0 && sliding_layers < config.n_layer &&
+                        window_demand < seqs * blocks_per_seq;
   plan.block_bytes = windowed ? KvBuffer::GroupBlockBytes(config, block_size, type, /*sliding=*/false)
                               : KvBuffer::BlockBytes(config, block_size, type);
   plan.window_block_bytes = windowed ? KvBuffer::GroupBlockBytes(config, block_size, type, /*sliding=*/true) : 0;

@@ -6,7 +6,12 @@
 //   clock      GHz: a chain of dependent scalar adds (one a cycle) on every thread at once;
 //   vpdpbusd   AVX-512 VNNI, 64 multiply-adds a zmm instruction (where the CPU has it);
 //   vpmaddubsw AVX2, 32 multiply-adds a ymm instruction (u8 x s8 pairs summed to s16),
-//              alone and with the vpaddw that accumulates it (the AVX2 kernels' inner pair);
+//              alone and with the vpaddw that accumulates it (the AVX2 kernels' inner pair
+//              for unsigned quants);
+//   signed     AVX2's shortest sequence for 32 signed x signed int8 products (Q8_0 weights
+//              times Q8_0 activations): vpsignb, vpmaddubsw, vpmaddwd (pairs to int32,
+//              as int16 cannot hold two of them), vpaddd; the bound of the Q8_0 kernels
+//              on a CPU without VNNI;
 // each as G multiply-adds/s for all threads together and instructions a cycle a thread.
 #include <immintrin.h>
 
@@ -83,6 +88,28 @@ __attribute__((target("avx2"))) void MaddubsAdd(int64_t iterations) {
   }
 }
 
+// 6 chains of vpsignb + vpmaddubsw + vpmaddwd + vpaddd an iteration into 6
+// accumulators, each chain through a temporary of its own (15 registers with the
+// activations, the weights and the ones: none spilled, nothing carried from one
+// iteration to the next but the sums).
+__attribute__((target("avx2"))) void SignedSequence(int64_t iterations) {
+  __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0;
+  for (int64_t i = 0; i < iterations; ++i) {
+    __m256i t0, t1, t2, t3, t4, t5;
+    asm volatile(
+        "vpsignb %12, %13, %6\n\tvpmaddubsw %6, %12, %6\n\tvpmaddwd %14, %6, %6\n\tvpaddd %6, %0, %0\n\t"
+        "vpsignb %12, %13, %7\n\tvpmaddubsw %7, %12, %7\n\tvpmaddwd %14, %7, %7\n\tvpaddd %7, %1, %1\n\t"
+        "vpsignb %12, %13, %8\n\tvpmaddubsw %8, %12, %8\n\tvpmaddwd %14, %8, %8\n\tvpaddd %8, %2, %2\n\t"
+        "vpsignb %12, %13, %9\n\tvpmaddubsw %9, %12, %9\n\tvpmaddwd %14, %9, %9\n\tvpaddd %9, %3, %3\n\t"
+        "vpsignb %12, %13, %10\n\tvpmaddubsw %10, %12, %10\n\tvpmaddwd %14, %10, %10\n\tvpaddd %10, %4, %4\n\t"
+        "vpsignb %12, %13, %11\n\tvpmaddubsw %11, %12, %11\n\tvpmaddwd %14, %11, %11\n\tvpaddd %11, %5, %5"
+        : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3), "+x"(s4), "+x"(s5), "=&x"(t0), "=&x"(t1), "=&x"(t2), "=&x"(t3),
+          "=&x"(t4), "=&x"(t5)
+        : "x"(w), "x"(x), "x"(ones));
+  }
+}
+
 // 10 vpdpbusd an iteration, into 10 accumulators (latency hidden).
 __attribute__((target("avx512f,avx512vnni"))) void Dpbusd(int64_t iterations) {
   __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
@@ -116,6 +143,7 @@ int main(int argc, char** argv) {
   if (__builtin_cpu_supports("avx2")) {
     report("vpmaddubsw", 10, 32, Maddubs);
     report("vpmaddubsw+vpaddw", 5, 32, MaddubsAdd);
+    report("signed", 6, 32, SignedSequence);
   }
   return 0;
 }

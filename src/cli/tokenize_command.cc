@@ -1,5 +1,6 @@
 #include "cli/tokenize_command.h"
 
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -96,9 +97,17 @@ int Run(const TokenizeFlags& flags) {
     if (!flags.text.empty()) return Fail("give the text or --file, not both");
     std::ifstream in(flags.file, std::ios::binary);
     if (!in) return Fail(flags.file + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    in.seekg(0, std::ios::end);
+    if (const std::streamoff size = in.tellg(); in && size >= 0) {  // a regular file: one read of its size
+      text.resize(static_cast<size_t>(size));
+      in.seekg(0);
+      if (!in.read(text.data(), size)) return Fail(flags.file + ": cannot read");
+    } else {  // a pipe
+      in.clear();
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    }
   }
   std::vector<TokenId> ids = tok.Encode(text, options);
   if (flags.ids) {
@@ -107,7 +116,7 @@ int Run(const TokenizeFlags& flags) {
     char buf[16];
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) line += ' ';
-      line.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof(buf), "%d", ids[i].value())));
+      line.append(buf, std::to_chars(buf, buf + sizeof(buf), ids[i].value()).ptr);
     }
     line += '\n';
     std::fwrite(line.data(), 1, line.size(), stdout);

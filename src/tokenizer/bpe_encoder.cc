@@ -38,25 +38,26 @@ BpeEncoder::BpeEncoder(const Vocab &vocab, std::unique_ptr<PreTokenizer> pre_tok
     std::optional<TokenId> id = vocab.Find(ByteToUnicode(static_cast<uint8_t>(b)));
     byte_ids_[b] = id ? id->value() : -1;
   }
-  const auto &merges = vocab.merges();
+  const int32_t num_merges = vocab.num_merges();
   size_t capacity = 16;
-  while (capacity < merges.size() * 2) capacity *= 2;
+  while (capacity < static_cast<size_t>(num_merges) * 2) capacity *= 2;
   merge_keys_.assign(capacity, kEmptyKey);
   merge_values_.assign(capacity, Merge{});
   merge_mask_ = capacity - 1;
   std::string joined;
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    std::optional<TokenId> left = vocab.Find(merges[rank].first);
-    std::optional<TokenId> right = vocab.Find(merges[rank].second);
+  for (int32_t rank = 0; rank < num_merges; ++rank) {
+    const auto [left_text, right_text] = vocab.merge(rank);
+    std::optional<TokenId> left = vocab.Find(left_text);
+    std::optional<TokenId> right = vocab.Find(right_text);
     if (!left || !right) continue;  // found by text (RankByText) when it applies
     const uint64_t key = PairKey(left->value(), right->value());
     uint64_t slot = Slot(key, merge_mask_);
     while (merge_keys_[slot] != kEmptyKey && merge_keys_[slot] != key) slot = (slot + 1) & merge_mask_;
     if (merge_keys_[slot] == key) continue;  // a repeated merge: the first (lowest) rank counts
-    joined.assign(merges[rank].first).append(merges[rank].second);
+    joined.assign(left_text).append(right_text);
     std::optional<TokenId> merged = vocab.Find(joined);
     merge_keys_[slot] = key;
-    merge_values_[slot] = {static_cast<int32_t>(rank), merged ? merged->value() : -1};
+    merge_values_[slot] = {rank, merged ? merged->value() : -1};
   }
 }
 

@@ -90,6 +90,44 @@ TEST(BpeTest, OverlappingSpecialsLongestFirstThenLeftToRight) {
   EXPECT_EQ(Values(tok->Encode("<x<x>", {.add_special = false})), (std::vector<int32_t>{'<', 'x', x}));
 }
 
+// The text and merge tables (open addressing over ids and ranks): the last token
+// with a text wins, the first rank of a repeated merge wins, a merge whose pieces
+// are not tokens is found by text, and every token and merge is found again in a
+// vocabulary large enough to make the probes collide and wrap.
+TEST(VocabTest, LookupsByTextAndMergeRank) {
+  testing_util::VocabSpec spec = BpeSpec({"ab", "dup", "dup", "abc"}, {"a b", "x y", "a b", "ab c", "q rs"});
+  StatusOr<GgufFile> file = testing_util::WriteVocab(spec, "lookups");
+  ASSERT_TRUE(file.ok());
+  StatusOr<Vocab> vocab = Vocab::FromGguf(*file);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  EXPECT_EQ(vocab->Find("ab"), TokenId(256));
+  EXPECT_EQ(vocab->Find("dup"), TokenId(258)) << "the last token with a text wins";
+  EXPECT_EQ(vocab->Find("abcd"), std::nullopt);
+  EXPECT_EQ(vocab->Find(""), std::nullopt);
+  EXPECT_EQ(vocab->num_merges(), 5);
+  EXPECT_EQ(vocab->merge(3), (std::pair<std::string_view, std::string_view>{"ab", "c"}));
+  EXPECT_EQ(vocab->MergeRank("a", "b"), 0) << "the first rank of a repeated merge wins";
+  EXPECT_EQ(vocab->MergeRank("ab", "c"), 3);
+  EXPECT_EQ(vocab->MergeRank("q", "rs"), 4) << "pieces that are not tokens";
+  EXPECT_EQ(vocab->MergeRank("b", "a"), -1);
+  EXPECT_EQ(vocab->MergeRank("a b", ""), -1);
+
+  std::vector<std::string> pieces, merges;
+  for (int i = 0; i < 5000; ++i) pieces.push_back("w" + std::to_string(i));
+  for (int i = 0; i < 5000; ++i) merges.push_back("w" + std::to_string(i) + " " + std::to_string(i % 7));
+  StatusOr<GgufFile> big_file = testing_util::WriteVocab(BpeSpec(pieces, merges), "lookups_big");
+  ASSERT_TRUE(big_file.ok());
+  StatusOr<Vocab> big = Vocab::FromGguf(*big_file);
+  ASSERT_TRUE(big.ok());
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_EQ(big->Find(pieces[i]), TokenId(256 + i)) << pieces[i];
+    ASSERT_EQ(big->MergeRank("w" + std::to_string(i), std::to_string(i % 7)), i);
+  }
+  for (int b = 0; b < 256; ++b) ASSERT_EQ(big->Find(ByteToUnicode(static_cast<uint8_t>(b))), TokenId(b));
+  EXPECT_EQ(big->Find("w5000"), std::nullopt);
+  EXPECT_EQ(big->MergeRank("w1", "2"), -1);
+}
+
 TEST(VocabTest, ClearErrorsForBadMetadata) {
   auto load = [](testing_util::VocabSpec spec, const std::string& name) {
     StatusOr<GgufFile> file = testing_util::WriteVocab(spec, name);

@@ -1,6 +1,8 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 
 namespace tachyon {
 namespace {
@@ -8,20 +10,60 @@ namespace {
 // Ids stored as 0xFFFFFFFF (or -1) mean "none".
 constexpr uint64_t kNoToken32 = 0xFFFFFFFFull;
 
+// A power of two at least twice n: the open-addressing tables stay at most half
+// full.
+size_t TableSize(size_t n) {
+  size_t size = 16;
+  while (size < 2 * n) size *= 2;
+  return size;
+}
+
+size_t TextHash(std::string_view text) { return std::hash<std::string_view>()(text); }
+
+// A slot: the entry's 32 high bits of hash over its id + 1 (0: empty), so a probe
+// reads an entry's text only when the hashes agree.
+uint64_t SlotOf(size_t hash, int32_t entry) {
+  return (static_cast<uint64_t>(hash >> 32) << 32) | static_cast<uint32_t>(entry + 1);
+}
+int32_t EntryOf(uint64_t slot) { return static_cast<int32_t>(static_cast<uint32_t>(slot)) - 1; }
+
+// The slot of `text` in `slots` (open addressing, linear probing): the one
+// holding an entry whose text (text_of(entry)) equals it, else the empty slot
+// where it would go.
+template <class TextOf>
+size_t Probe(const std::vector<uint64_t>& slots, size_t hash, std::string_view text, const TextOf& text_of) {
+  const size_t mask = slots.size() - 1;
+  const uint64_t tag = hash >> 32;
+  for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    const uint64_t s = slots[slot];
+    if (s == 0 || ((s >> 32) == tag && text_of(EntryOf(s)) == text)) return slot;
+  }
+}
+
 }  // namespace
 
 std::optional<TokenId> Vocab::Find(std::string_view text) const {
-  auto it = text_to_id_.find(text);
-  if (it == text_to_id_.end()) return std::nullopt;
-  return it->second;
+  if (token_slots_.empty()) return std::nullopt;
+  const uint64_t slot = token_slots_[Probe(token_slots_, TextHash(text), text,
+                                           [&](int32_t id) -> std::string_view { return tokens_[id].text; })];
+  if (slot == 0) return std::nullopt;
+  return TokenId(EntryOf(slot));
 }
 
 int32_t Vocab::MergeRank(std::string_view left, std::string_view right) const {
+  if (merge_slots_.empty()) return -1;
   std::string key;
   key.reserve(left.size() + 1 + right.size());
   key.append(left).append(1, ' ').append(right);
-  auto it = merge_ranks_.find(key);
-  return it == merge_ranks_.end() ? -1 : it->second;
+  const uint64_t slot =
+      merge_slots_[Probe(merge_slots_, TextHash(key), key, [&](int32_t rank) { return MergeLine(rank); })];
+  return slot == 0 ? -1 : EntryOf(slot);
+}
+
+std::pair<std::string_view, std::string_view> Vocab::merge(int32_t rank) const {
+  const std::string_view line = MergeLine(rank);
+  const size_t space = line.find(' ', 1);  // ReadMerges checked there is one
+  return {line.substr(0, space), line.substr(space + 1)};
 }
 
 bool Vocab::IsEndOfGeneration(TokenId id) const {
@@ -111,7 +153,7 @@ Status Vocab::ReadTokens(const GgufFile& file) {
     }
   }
   tokens_.resize(n);
-  text_to_id_.reserve(n);
+  token_slots_.assign(TableSize(n), 0);
   for (size_t i = 0; i < n; ++i) {
     TokenData& t = tokens_[i];
     t.text = (*texts)[i];
@@ -124,7 +166,10 @@ Status Vocab::ReadTokens(const GgufFile& file) {
       return InvalidArgumentError("tokenizer.ggml.tokens[" + std::to_string(i) + "]: the byte token '" + t.text +
                                   "' is not <0xHH> with two hex digits");
     }
-    text_to_id_[t.text] = TokenId(static_cast<int32_t>(i));
+    // The last token with a text wins.
+    const size_t hash = TextHash(t.text);
+    token_slots_[Probe(token_slots_, hash, t.text, [&](int32_t id) -> std::string_view { return tokens_[id].text; })] =
+        SlotOf(hash, static_cast<int32_t>(i));
     max_token_bytes_ = std::max(max_token_bytes_, t.text.size());
   }
   return Status::Ok();
@@ -164,8 +209,15 @@ Status Vocab::ReadMerges(const GgufFile& file) {
   ASSIGN_OR_RETURN(const GgufArray* merges, file.GetArray("tokenizer.ggml.merges"));
   const std::vector<std::string>* lines = merges->get<std::string>();
   if (lines == nullptr) return InvalidArgumentError("tokenizer.ggml.merges must be strings");
-  merges_.reserve(lines->size());
-  merge_ranks_.reserve(lines->size());
+  if (lines->size() > static_cast<size_t>(INT32_MAX - 1)) {
+    return InvalidArgumentError("tokenizer.ggml.merges has more than 2^31 entries");
+  }
+  size_t bytes = 0;
+  for (const std::string& line : *lines) bytes += line.size();
+  if (bytes > UINT32_MAX) return InvalidArgumentError("tokenizer.ggml.merges holds more than 4 GiB of text");
+  merge_text_.reserve(bytes);
+  merge_offsets_.reserve(lines->size() + 1);
+  merge_slots_.assign(TableSize(lines->size()), 0);
   for (size_t rank = 0; rank < lines->size(); ++rank) {
     const std::string& line = (*lines)[rank];
     size_t space = line.find(' ', 1);
@@ -173,8 +225,11 @@ Status Vocab::ReadMerges(const GgufFile& file) {
       return InvalidArgumentError("tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" +
                                   line + "' is not two pieces separated by a space");
     }
-    merges_.emplace_back(line.substr(0, space), line.substr(space + 1));
-    merge_ranks_.emplace(line, static_cast<int32_t>(rank));  // the first rank of a duplicate wins
+    merge_text_.append(line);
+    merge_offsets_.push_back(static_cast<uint32_t>(merge_text_.size()));
+    const size_t hash = TextHash(line);
+    uint64_t& slot = merge_slots_[Probe(merge_slots_, hash, line, [&](int32_t r) { return MergeLine(r); })];
+    if (slot == 0) slot = SlotOf(hash, static_cast<int32_t>(rank));  // the first rank of a duplicate wins
   }
   return Status::Ok();
 }

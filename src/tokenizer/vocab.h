@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -88,7 +88,9 @@ class Vocab {
 
   // BPE merge rank of the pair (left, right) by text, or -1.
   int32_t MergeRank(std::string_view left, std::string_view right) const;
-  const std::vector<std::pair<std::string, std::string>>& merges() const { return merges_; }
+  // The BPE merges in rank order: merge(rank) is its (left, right) pieces.
+  int32_t num_merges() const { return static_cast<int32_t>(merge_offsets_.size()) - 1; }
+  std::pair<std::string_view, std::string_view> merge(int32_t rank) const;
 
  private:
   Status ReadSpecialIds(const GgufFile& file);
@@ -101,8 +103,17 @@ class Vocab {
   VocabKind kind_ = VocabKind::kSpm;
   std::string model_name_;
   std::string pre_;
+  // The merge line "left right" of a rank, in merge_text_.
+  std::string_view MergeLine(int32_t rank) const {
+    return std::string_view(merge_text_).substr(merge_offsets_[rank], merge_offsets_[rank + 1] - merge_offsets_[rank]);
+  }
+
   std::vector<TokenData> tokens_;
-  std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>> text_to_id_;
+  // Text -> id and merge line -> rank: open addressing over the ids and ranks
+  // (a slot: 32 bits of the text's hash, then id + 1; 0 empty; compared with the
+  // text they index when the hashes agree), so a load allocates a few arrays
+  // rather than a node and a key per entry.
+  std::vector<uint64_t> token_slots_;
   std::optional<TokenId> bos_, eos_, eot_, unk_, sep_, pad_, cls_, mask_;
   bool add_bos_ = false;
   bool add_eos_ = false;
@@ -110,9 +121,12 @@ class Vocab {
   std::vector<TokenId> eog_;
   std::vector<TokenId> special_tokens_;
   size_t max_token_bytes_ = 0;
-  std::vector<std::pair<std::string, std::string>> merges_;
+  // Every merge line back to back; rank r is merge_offsets_[r] ..
+  // merge_offsets_[r + 1]. Empty offsets (no merges) until ReadMerges.
+  std::string merge_text_;
+  std::vector<uint32_t> merge_offsets_{0};
   // "left right" -> rank; the text key keeps lookups exact whatever the ids.
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> merge_ranks_;
+  std::vector<uint64_t> merge_slots_;
 };
 
 }  // namespace tachyon

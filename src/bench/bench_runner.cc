@@ -288,7 +288,10 @@ class Runner {
                               .headers = options_.target.headers,
                               .body = RequestBody(options_.target, turn, session.history),
                               .timeout_seconds = options_.target.timeout_seconds,
-                              .tls = options_.target.url.tls};
+                              .tls = options_.target.url.tls,
+                              // A completion the bench made up: safe to send again on
+                              // a new connection when a kept-alive one was closed.
+                              .replayable = true};
     if (!options_.target.api_key.empty()) {
       request.headers.emplace_back("Authorization", "Bearer " + options_.target.api_key);
     }

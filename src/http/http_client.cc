@@ -420,7 +420,7 @@ struct HttpClient::Impl {
     const std::string head = RequestHead(r, DefaultPort(r) ? r.host : authority, options.user_agent);
     const std::string body = std::move(r.body);
 
-    const bool may_retry = Idempotent(r.method);
+    const bool may_retry = Idempotent(r.method) || r.replayable;
     for (int attempt = 0;; ++attempt) {
       // The pools are looked up again after each co_await: other exchanges may insert keys meanwhile.
       Outcome outcome;

@@ -52,6 +52,11 @@ struct HttpClientRequest {
   // names the server (Host header, SNI, the certificate). Discovered backends
   // (gateway/discovery.h) are one address of a name each.
   std::string connect_address;
+  // A POST the caller knows may be sent twice (a benchmark's own completions):
+  // sent again, as a GET is, when a reused connection turns out closed before
+  // any byte of the response (llama-server closes a kept-alive connection after
+  // a streamed response). Other POSTs are not: the server may have acted on them.
+  bool replayable = false;
 };
 
 struct HttpClientOptions {

@@ -218,10 +218,12 @@ class ScriptedServer {
 };
 
 // Two requests, the second sent from the first's completion after `gap`.
-std::pair<Exchange, Exchange> TwoInARow(int port, const std::string& method, std::chrono::milliseconds gap) {
+std::pair<Exchange, Exchange> TwoInARow(int port, const std::string& method, std::chrono::milliseconds gap,
+                                        bool replayable = false) {
   HttpClient client;
   std::pair<Exchange, Exchange> e;
-  HttpClientRequest request{.method = method, .host = "127.0.0.1", .port = port, .target = "/", .timeout_seconds = 5};
+  HttpClientRequest request{
+      .method = method, .host = "127.0.0.1", .port = port, .target = "/", .timeout_seconds = 5, .replayable = replayable};
   if (method == "POST") request.body = "{}";
   HttpStreamCallbacks first = Collect(&e.first);
   auto done = first.on_done;
@@ -287,7 +289,8 @@ TEST(HttpClientHostileTest, AnAnnouncedBodyIsNotAllocatedAhead) {
 }
 
 // A server that reads the second request on a kept-alive connection, then closes
-// without answering: a POST is not sent again (the server may have acted on it), a GET is.
+// without answering: a POST is not sent again (the server may have acted on it), a
+// GET is, and so is a POST marked replayable.
 TEST(HttpClientHostileTest, AStaleConnectionDoesNotResendAPost) {
   std::atomic<int> requests{0};
   auto script = [&](int connection, int fd) {
@@ -311,6 +314,14 @@ TEST(HttpClientHostileTest, AStaleConnectionDoesNotResendAPost) {
   {
     ScriptedServer server(script);
     auto [a, b] = TwoInARow(server.port(), "GET", std::chrono::milliseconds(0));
+    EXPECT_TRUE(b.done.ok()) << b.done.ToString();
+    EXPECT_EQ(b.body, "again");
+    EXPECT_EQ(requests.load(), 3);
+  }
+  requests = 0;
+  {
+    ScriptedServer server(script);
+    auto [a, b] = TwoInARow(server.port(), "POST", std::chrono::milliseconds(0), /*replayable=*/true);
     EXPECT_TRUE(b.done.ok()) << b.done.ToString();
     EXPECT_EQ(b.body, "again");
     EXPECT_EQ(requests.load(), 3);

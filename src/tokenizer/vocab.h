@@ -122,7 +122,7 @@ class Vocab {
   std::vector<TokenId> special_tokens_;
   size_t max_token_bytes_ = 0;
   // Every merge line back to back; rank r is merge_offsets_[r] ..
-  // merge_offsets_[r + 1]. Empty offsets (no merges) until ReadMerges.
+  // merge_offsets_[r + 1]; one offset, no merge, until ReadMerges.
   std::string merge_text_;
   std::vector<uint32_t> merge_offsets_{0};
   // "left right" -> rank; the text key keeps lookups exact whatever the ids.

@@ -12,11 +12,12 @@
 # /v1/chat/completions, each turn's max_tokens drawn from OUT_LEN (default
 # lognormal:176:0.5, a mean of 200), ignore_eos, N requests at concurrency C;
 # llama-server gets NP slots (default C) of LEN tokens each (default 2048, as
-# --max-model-len for tachyon).
+# --max-model-len for tachyon). Either workload: MAX_SEQS is tachyon's
+# --max-num-seqs (default 16).
 #
 #   LLAMA_SERVER=~/.cache/llama.cpp/build/bin/llama-server benchmarks/serve_compare.sh [MODEL.gguf]
 #   N=16 C=4 K=1 P=1000 S=50 O=64 PAIRS=2 THREADS=2 LLAMA_SERVER=... benchmarks/serve_compare.sh
-#   WORKLOAD=conversation N=128 C=64 NP=16 LLAMA_SERVER=... benchmarks/serve_compare.sh
+#   WORKLOAD=conversation N=128 C=64 NP=16 MAX_SEQS=64 LLAMA_SERVER=... benchmarks/serve_compare.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${LLAMA_SERVER:?set LLAMA_SERVER to a llama-server binary}"

@@ -30,6 +30,10 @@ constexpr int kTileTokens = 3;
 // rather than its nibbles split for every 3 tokens.
 constexpr int64_t kMinTokensToExpand = 12;
 constexpr size_t kHugePage = size_t{2} << 20;
+// Bytes allocated past the last packed (or expanded) row: the AVX2 kernels read a
+// partial group's last vector half and scales whole (up to 28 and 14 bytes past
+// the row's last byte), multiplying what lies there by zero activations.
+constexpr size_t kReadSlack = 64;
 // F16: the activations of a block of tokens that a thread passes its panels over (MultiplyPanels).
 constexpr int64_t kF16TokenBlockBytes = 1 << 20;
 
@@ -105,7 +109,7 @@ PackedMatrix::PackedMatrix(PackedFormat format, PackedKernels kernels, int64_t r
   // decode step streams every matrix once, and with 4 KiB pages every 4 KiB of
   // weights cost a TLB miss.
   const bool huge = total >= kHugePage;
-  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(huge ? kHugePage : 64, total)));
+  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(huge ? kHugePage : 64, total + kReadSlack)));
   CHECK(data_ != nullptr) << "out of memory packing a [" << rows << ", " << cols << "] matrix";
   if (huge) ::madvise(data_.get(), total / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
 }
@@ -441,7 +445,7 @@ void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* c
   const int64_t expanded_stride = (first.num_full_groups_ * 512 + 32 * first.partial_blocks_ + 63) / 64 * 64;
   pool.ParallelFor(tile_starts[count], [&](size_t tile_begin, size_t tile_end, int) {
     std::unique_ptr<uint8_t[], Free> expanded(
-        expand ? static_cast<uint8_t*>(std::aligned_alloc(64, kRowTile * expanded_stride)) : nullptr);
+        expand ? static_cast<uint8_t*>(std::aligned_alloc(64, kRowTile * expanded_stride + kReadSlack)) : nullptr);
     int i = 0;
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       while (static_cast<int64_t>(tile) >= tile_starts[i + 1]) ++i;

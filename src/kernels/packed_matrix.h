@@ -23,7 +23,9 @@
 // sum, which the min multiplies).
 //
 // A packed row: the quants of every group, then the scales, padded to 64 bytes so
-// that every row and every whole group's quants start on a cache line:
+// that every row and every whole group's quants start on a cache line (and 64
+// bytes allocated past the last row, which a kernel may read past a partial
+// group; the activations' lanes of missing blocks are zero):
 //   Q8_0: uint8 u[8][64] a group; F16 d[num_blocks] (544 bytes a group, as the file's 16 blocks)
 //   Q4_0: uint8 nibbles[4][64] a group, slice s holding vector s in its low nibbles
 //         and vector s + 4 in its high ones; F16 d[num_blocks] (288 bytes, as the file's)

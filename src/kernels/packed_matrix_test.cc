@@ -69,7 +69,7 @@ TEST_P(PackedMatrixTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   const GgmlType type = GetParam();
   for (PackedKernels kernels : {PackedKernels::kAvx512, PackedKernels::kAvx2}) {
     if (!CpuRuns(kernels)) continue;
-    for (int64_t cols : {256, 768, 2048, 576, 544, 608, 37}) {
+    for (int64_t cols : {256, 768, 2048, 576, 544, 608, 896, 37}) {
       if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && cols % 256 != 0) continue;
       if (type != GgmlType::kF16 && cols % 32 != 0) continue;
       const int64_t rows = type == GgmlType::kF16 ? 101 : 37, tokens = 17;

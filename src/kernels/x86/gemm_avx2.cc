@@ -32,15 +32,17 @@ __m256i FirstDwords(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// Half h (lanes 8h..8h+7) of a group's vector at p; a partial group of nb
-// blocks has only nb lanes (4 bytes each): nothing past them is read (the
-// caller skips a half with no lane).
+// Half h (lanes 8h..8h+7) of a group's vector at p. A partial group of nb
+// blocks has only nb lanes (4 bytes each); the half is read whole all the same
+// (the caller skips a half with no lane): its lanes past nb hold what follows
+// (the next vector, the scales, the row's padding or the matrix's slack, see
+// packed_matrix.h), and the activations' lanes there are zero, so they add
+// nothing to any sum. A masked load (vpmaskmovd) costs several times a plain one
+// on AMD's cores, and a 12-block partial group is 43% of a 896-wide row.
 template <bool kPartial>
-__m256i LoadHalf(const uint8_t* p, int h, int nb) {
+__m256i LoadHalf(const uint8_t* p, int h) {
   if constexpr (!kPartial) return _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
-  const int n = nb - 8 * h;
-  if (n >= 8) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
-  return _mm256_maskload_epi32(reinterpret_cast<const int*>(p + 32 * h), FirstDwords(n));
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
 }
 
 // Byte i of the result: `value` where bit i of m is set, else 0.
@@ -64,8 +66,8 @@ struct Q8Rows {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 32 * h));
   }
   template <bool kPartial>
-  static __m256i Load(const uint8_t* group, int j, int h, int width, int nb) {
-    return LoadHalf<kPartial>(group + j * width, h, nb);
+  static __m256i Load(const uint8_t* group, int j, int h, int width, int) {
+    return LoadHalf<kPartial>(group + j * width, h);
   }
 };
 struct Q4Rows {
@@ -85,8 +87,8 @@ struct Q4Rows {
   // Slice j % 4 holds vector j in its low nibbles and vector j + 4 in its high
   // ones.
   template <bool kPartial>
-  static __m256i Load(const uint8_t* group, int j, int h, int width, int nb) {
-    const __m256i slice = LoadHalf<kPartial>(group + (j & 3) * width, h, nb);
+  static __m256i Load(const uint8_t* group, int j, int h, int width, int) {
+    const __m256i slice = LoadHalf<kPartial>(group + (j & 3) * width, h);
     return j < 4 ? LowNibbles(slice) : HighNibbles(slice);
   }
 };
@@ -130,10 +132,16 @@ struct Q6Rows {  // k-quant rows: never a compact group
 // Half h of the weight scales of group g of row r (avx512's, 8 lanes at a
 // time). A partial group's lanes past its blocks are zero.
 __m256 HalfF16(const uint16_t* d, int n) {
-  if (n >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
-  alignas(16) uint16_t buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int i = 0; i < n; ++i) buf[i] = d[i];
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+  __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d));
+  if (n < 8) {
+    // The F16 past the row's last scale are whatever follows (the row's padding or
+    // the matrix's slack): zeroed, or an Inf there would make 0 * Inf a NaN. A
+    // scalar copy to a buffer and a vector load of it stalls on store forwarding.
+    alignas(16) static constexpr uint16_t kKeep[16] = {0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
+                                                       0,      0,      0,      0,      0,      0,      0,      0};
+    half = _mm_and_si128(half, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kKeep + 8 - n)));
+  }
+  return _mm256_cvtph_ps(half);
 }
 struct BlockScales {  // Q8_0, Q4_0, Q5_0: the block's F16 scale
   static constexpr bool kHasMins = false;
@@ -219,10 +227,25 @@ __m256 AddGroup(__m256 acc, __m256i sums, __m256 scale, __m256 min, const Activa
 }
 
 
+// Vector j's half h of group g: add(r, t, int16 pairs of row r times token t)
+// for each of the R rows (its weights loaded and prepared once) and T tokens (a
+// token's vector loaded for each row).
+template <class Rows, class Dot, int R, int T, bool kPartial, class Add>
+__attribute__((always_inline)) inline void ForPairs(const PackedRows& w, const ActivationGroup* const* x, int64_t g,
+                                                    int j, int h, int nb, Add add) {
+  for (int r = 0; r < R; ++r) {
+    const typename Dot::W wv =
+        Dot::Prepare(Rows::template Load<kPartial>(w.rows + r * w.row_stride + g * Rows::kGroupBytes, j, h, 4 * nb, nb));
+    for (int t = 0; t < T; ++t) {
+      add(r, t, Dot::Pairs(wv, _mm256_load_si256(reinterpret_cast<const __m256i*>(x[t][g].q + j * 64 + 32 * h))));
+    }
+  }
+}
+
 // Group g of R rows and T tokens into acc[r][t][half].
 template <class Rows, class Scales, class Dot, int R, int T, bool kPartial>
 void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, __m256 (&acc)[R][T][2]) {
-  const int nb = kPartial ? w.partial_blocks : 16, width = 4 * nb;
+  const int nb = kPartial ? w.partial_blocks : 16;
   const int halves = nb > 8 ? 2 : 1;
   constexpr int kVectors = 8 / Scales::kParts;
   // One row (a decode step): its groups stream from memory in address order.
@@ -232,38 +255,49 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
   const __m256i ones = _mm256_set1_epi16(1);
   for (int part = 0; part < Scales::kParts; ++part) {
     for (int h = 0; h < halves; ++h) {
-      // Runs of Dot::kRun vectors summed in int16, each run widened into sums (the
-      // first run starts them: no sums held while it runs). A token's vector is
-      // loaded for each row (registers: run, sums and the weights).
       __m256i sums[R][T];
-#pragma GCC unroll 8
-      for (int i0 = 0; i0 < kVectors; i0 += Dot::kRun) {
-        __m256i run[R][T];
+      if constexpr (Dot::kRun == 1 && !Dot::kOffsets) {
+        // Q8_0: each vector's pairs widened and added to the sums at once, four
+        // vectors unrolled. Unrolled over all eight, GCC hoisted every product
+        // ahead of its add and spilled them to the stack (prefill_matmul 1 2048
+        // 2048 512: 44 against 46-48 G multiply-adds/s this way).
         for (int r = 0; r < R; ++r) {
-          for (int t = 0; t < T; ++t) run[r][t] = _mm256_setzero_si256();
+          for (int t = 0; t < T; ++t) sums[r][t] = _mm256_setzero_si256();
         }
-#pragma GCC unroll 8
-        for (int i = i0; i < i0 + Dot::kRun; ++i) {
+#pragma GCC unroll 4
+        for (int i = 0; i < kVectors; ++i) {
           const int j = part * kVectors + i;
-          for (int r = 0; r < R; ++r) {
-            const typename Dot::W wv = Dot::Prepare(
-                Rows::template Load<kPartial>(w.rows + r * w.row_stride + g * Rows::kGroupBytes, j, h, width, nb));
-            for (int t = 0; t < T; ++t) {
-              const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x[t][g].q + j * 64 + 32 * h));
-              run[r][t] = _mm256_add_epi16(run[r][t], Dot::Pairs(wv, xv));
-            }
-          }
+          ForPairs<Rows, Dot, R, T, kPartial>(w, x, g, j, h, nb, [&](int r, int t, __m256i pairs) {
+            sums[r][t] = _mm256_add_epi32(sums[r][t], _mm256_madd_epi16(pairs, ones));
+          });
         }
-        for (int r = 0; r < R; ++r) {
-          for (int t = 0; t < T; ++t) {
-            const __m256i widened = _mm256_madd_epi16(run[r][t], ones);
-            if (i0 > 0) {
-              sums[r][t] = _mm256_add_epi32(sums[r][t], widened);
-            } else if constexpr (Dot::kOffsets) {
-              sums[r][t] = _mm256_add_epi32(
-                  _mm256_load_si256(reinterpret_cast<const __m256i*>(OffsetSums(x[t][g], part) + 8 * h)), widened);
-            } else {
-              sums[r][t] = widened;
+      } else {
+        // Runs of Dot::kRun vectors summed in int16, each run widened into sums
+        // (the first run starts them: no sums held while it runs). A token's
+        // vector is loaded for each row.
+        static_assert(Dot::kOffsets, "unsigned quants: the activations' offset sums start the block sums");
+#pragma GCC unroll 8
+        for (int i0 = 0; i0 < kVectors; i0 += Dot::kRun) {
+          __m256i run[R][T];
+          for (int r = 0; r < R; ++r) {
+            for (int t = 0; t < T; ++t) run[r][t] = _mm256_setzero_si256();
+          }
+#pragma GCC unroll 8
+          for (int i = i0; i < i0 + Dot::kRun; ++i) {
+            const int j = part * kVectors + i;
+            ForPairs<Rows, Dot, R, T, kPartial>(w, x, g, j, h, nb, [&](int r, int t, __m256i pairs) {
+              run[r][t] = _mm256_add_epi16(run[r][t], pairs);
+            });
+          }
+          for (int r = 0; r < R; ++r) {
+            for (int t = 0; t < T; ++t) {
+              const __m256i widened = _mm256_madd_epi16(run[r][t], ones);
+              if (i0 > 0) {
+                sums[r][t] = _mm256_add_epi32(sums[r][t], widened);
+              } else {
+                sums[r][t] = _mm256_add_epi32(
+                    _mm256_load_si256(reinterpret_cast<const __m256i*>(OffsetSums(x[t][g], part) + 8 * h)), widened);
+              }
             }
           }
         }

@@ -144,7 +144,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t num_tokens, float* y,
       for (size_t t = begin; t < end; ++t) {
         const float* row = x + t * w.cols;
         uint8_t* out = quantized.data() + t * x_row_bytes;
-        if (k_quant) {
+        if (k_quant && simd) {
+          avx2::QuantizeActivationsQ8_K(row, out, w.cols);
+        } else if (k_quant) {
           ref::QuantizeActivationsQ8_K(row, out, w.cols);
         } else if (with_sums) {
           ref::QuantizeActivationsQ8_0S(row, out, w.cols);

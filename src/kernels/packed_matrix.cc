@@ -370,7 +370,11 @@ void QuantizeActivationGroupsWide(PackedFormat format, const float* x, int64_t n
     CHECK(n % kQK_K == 0) << "k-quant activation rows of " << n << " values are not whole super-blocks";
     thread_local std::vector<BlockQ8_K> super_blocks;
     super_blocks.resize(n / kQK_K);
-    ref::QuantizeActivationsQ8_K(x, super_blocks.data(), n);
+    if (CpuHasAvx2()) {
+      avx2::QuantizeActivationsQ8_K(x, super_blocks.data(), n);
+    } else {
+      ref::QuantizeActivationsQ8_K(x, super_blocks.data(), n);
+    }
     for (int64_t b = 0; b < num_blocks; ++b) {
       ActivationGroup& group = out[b / kPackedGroupBlocks];
       const int lane = static_cast<int>(b % kPackedGroupBlocks);

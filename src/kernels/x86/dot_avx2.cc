@@ -109,4 +109,66 @@ void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n) {
   }
 }
 
+void QuantizeActivationsQ8_K(const float* x, void* out, int64_t n) {
+  BlockQ8_K* blocks = static_cast<BlockQ8_K*>(out);
+  constexpr int kVectors = kQK_K / 8;
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    BlockQ8_K& block = blocks[b];
+    // max_ps returns its second operand when either is NaN: the running max goes
+    // second, so a NaN is passed over as the reference's > passes it (its quant
+    // differs: the reference's cast of the int conversion's NaN is undefined).
+    __m256 max_abs = _mm256_setzero_ps();
+    for (int j = 0; j < kVectors; ++j) {
+      max_abs = _mm256_max_ps(_mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + 8 * j)), max_abs);
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(max_abs), _mm256_extractf128_ps(max_abs, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax = _mm_cvtss_f32(m);
+    if (amax == 0.0f) {
+      block.d = 0.0f;
+      for (int i = 0; i < kQK_K; ++i) block.qs[i] = 0;
+      for (int g = 0; g < kQK_K / 16; ++g) block.bsums[g] = 0;
+      continue;
+    }
+    // The first value of that magnitude, with its sign.
+    float max = amax;
+    const __m256 target = _mm256_set1_ps(amax);
+    for (int j = 0; j < kVectors; ++j) {
+      const __m256 v = _mm256_loadu_ps(xb + 8 * j);
+      const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign_mask, v), target, _CMP_EQ_OQ));
+      if (hits != 0) {
+        max = xb[8 * j + __builtin_ctz(static_cast<unsigned>(hits))];
+        break;
+      }
+    }
+    const float iscale = -128.0f / max;
+    const __m256 scale = _mm256_set1_ps(iscale);
+    const __m256i top = _mm256_set1_epi32(127);
+    // 32 values a pass: four vectors rounded to int32, capped at 127, packed to bytes
+    // in order, and the two 16-value sums.
+    for (int j = 0; j < kVectors; j += 4) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256 scaled = _mm256_mul_ps(scale, _mm256_loadu_ps(xb + 8 * (j + k)));
+        q[k] = _mm256_min_epi32(
+            _mm256_cvtps_epi32(_mm256_round_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), top);
+      }
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(block.qs + 8 * j),
+                          _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+      for (int half = 0; half < 2; ++half) {
+        const __m256i s = _mm256_add_epi32(q[2 * half], q[2 * half + 1]);
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+        block.bsums[j / 2 + half] = static_cast<int16_t>(_mm_cvtsi128_si32(t));
+      }
+    }
+    block.d = 1.0f / iscale;
+  }
+}
+
 }  // namespace tachyon::avx2

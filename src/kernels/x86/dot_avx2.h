@@ -22,5 +22,9 @@ void DotF32x4(const void* w, const void* x, int64_t x_stride, int64_t n, float* 
 
 // x [n] -> n / 32 Q8_0 blocks, bit-identical to ref::QuantizeActivationsQ8_0.
 void QuantizeActivationsQ8_0(const float* x, void* out, int64_t n);
+// x [n] -> n / 256 Q8_K super-blocks (the k-quants' activations), bit-identical
+// to ref::QuantizeActivationsQ8_K for finite x (the first value of the largest
+// magnitude sets the scale).
+void QuantizeActivationsQ8_K(const float* x, void* out, int64_t n);
 
 }  // namespace tachyon::avx2

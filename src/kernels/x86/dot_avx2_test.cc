@@ -12,6 +12,8 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
+#include "kernels/block_formats.h"
+#include "kernels/ref/kquants.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quantize.h"
 
@@ -61,6 +63,25 @@ TEST_P(DotAvx2Test, ActivationQuantizationIsTheReferences) {
   avx2::QuantizeActivationsQ8_0(x.data(), xq.data(), n);
   ref::QuantizeActivationsQ8_0(x.data(), xq_ref.data(), n);
   EXPECT_EQ(xq, xq_ref) << "activation quantization is bit-identical";
+}
+
+TEST_P(DotAvx2Test, KQuantActivationQuantizationIsTheReferences) {
+  const int64_t n = GetParam() / kQK_K * kQK_K;
+  if (n == 0) GTEST_SKIP();
+  std::vector<float> x = RandomNonZero(n, 5);
+  // Super-block 0: ties of magnitude, the negative first (it sets the sign), in a
+  // vector and past it; 1: all zero; 2: the largest magnitude positive, last.
+  for (int i = 0; i < kQK_K; ++i) x[i] *= 0.1f;
+  x[3] = -0.75f;
+  x[5] = x[200] = 0.75f;
+  if (n >= 3 * kQK_K) {
+    for (int i = 0; i < kQK_K; ++i) x[kQK_K + i] = 0.0f;
+    x[3 * kQK_K - 1] = 40.0f;
+  }
+  std::vector<uint8_t> xq(n / kQK_K * sizeof(BlockQ8_K)), xq_ref(xq.size());
+  avx2::QuantizeActivationsQ8_K(x.data(), xq.data(), n);
+  ref::QuantizeActivationsQ8_K(x.data(), xq_ref.data(), n);
+  EXPECT_EQ(xq, xq_ref) << "k-quant activation quantization is bit-identical";
 }
 
 TEST_P(DotAvx2Test, FourTokenKernelIsBitIdenticalToSingleDots) {

@@ -274,10 +274,14 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
       } else {
         // Runs of Dot::kRun vectors summed in int16, each run widened into sums
         // (the first run starts them: no sums held while it runs). A token's
-        // vector is loaded for each row. A run is unrolled by two: unrolled whole,
-        // GCC computed every product of the run first and spilled them
-        // (prefill_matmul 1 2048 2048 512, best rounds: Q4_0 52-53 against 67-75,
-        // Q4_K 44 against 51-54, Q5_0 55-58 against 66-70 G multiply-adds/s).
+        // vector is loaded for each row. In the register tile (2 rows x 3 tokens)
+        // a run is unrolled by two: unrolled whole, GCC computed every product of
+        // the run first and spilled them (prefill_matmul 1 2048 2048 512, best
+        // rounds: Q4_0 52-53 against 67-75, Q4_K 44 against 51-54, Q5_0 55-58
+        // against 66-70 G multiply-adds/s). A row at a time (decode steps, up to 8
+        // tokens) keeps the whole unroll, which it runs faster (decode_matmul 1 2048
+        // 2048 4: Q4_0 18-21 against 12-13 GB/s at 1 token; Q4_K 2.0-3.2 against
+        // 1.2-1.3 at 8).
         static_assert(Dot::kOffsets, "unsigned quants: the activations' offset sums start the block sums");
 #pragma GCC unroll 8
         for (int i0 = 0; i0 < kVectors; i0 += Dot::kRun) {
@@ -285,12 +289,18 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
           for (int r = 0; r < R; ++r) {
             for (int t = 0; t < T; ++t) run[r][t] = _mm256_setzero_si256();
           }
+          const auto add_vector = [&](int i) {
+            ForPairs<Rows, Dot, R, T, kPartial>(w, x, g, part * kVectors + i, h, nb,
+                                                [&](int r, int t, __m256i pairs) {
+                                                  run[r][t] = _mm256_add_epi16(run[r][t], pairs);
+                                                });
+          };
+          if constexpr (R > 1) {
 #pragma GCC unroll 2
-          for (int i = i0; i < i0 + Dot::kRun; ++i) {
-            const int j = part * kVectors + i;
-            ForPairs<Rows, Dot, R, T, kPartial>(w, x, g, j, h, nb, [&](int r, int t, __m256i pairs) {
-              run[r][t] = _mm256_add_epi16(run[r][t], pairs);
-            });
+            for (int i = i0; i < i0 + Dot::kRun; ++i) add_vector(i);
+          } else {
+#pragma GCC unroll 8
+            for (int i = i0; i < i0 + Dot::kRun; ++i) add_vector(i);
           }
           for (int r = 0; r < R; ++r) {
             for (int t = 0; t < T; ++t) {

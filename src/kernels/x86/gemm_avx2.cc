@@ -257,19 +257,25 @@ void TileGroup(const PackedRows& w, const ActivationGroup* const* x, int64_t g, 
     for (int h = 0; h < halves; ++h) {
       __m256i sums[R][T];
       if constexpr (Dot::kRun == 1 && !Dot::kOffsets) {
-        // Q8_0: each vector's pairs widened and added to the sums at once, four
-        // vectors unrolled. Unrolled over all eight, GCC hoisted every product
-        // ahead of its add and spilled them to the stack (prefill_matmul 1 2048
-        // 2048 512: 44 against 46-48 G multiply-adds/s this way).
+        // Q8_0: each vector's pairs widened and added to the sums at once; in the
+        // register tile four vectors unrolled. Unrolled over all eight there, GCC
+        // hoisted every product ahead of its add and spilled them to the stack
+        // (prefill_matmul 1 2048 2048 512: 44 against 46-48 G multiply-adds/s
+        // this way). A row at a time keeps the whole unroll.
         for (int r = 0; r < R; ++r) {
           for (int t = 0; t < T; ++t) sums[r][t] = _mm256_setzero_si256();
         }
-#pragma GCC unroll 4
-        for (int i = 0; i < kVectors; ++i) {
-          const int j = part * kVectors + i;
-          ForPairs<Rows, Dot, R, T, kPartial>(w, x, g, j, h, nb, [&](int r, int t, __m256i pairs) {
+        const auto add_vector = [&](int i) {
+          ForPairs<Rows, Dot, R, T, kPartial>(w, x, g, part * kVectors + i, h, nb, [&](int r, int t, __m256i pairs) {
             sums[r][t] = _mm256_add_epi32(sums[r][t], _mm256_madd_epi16(pairs, ones));
           });
+        };
+        if constexpr (R > 1) {
+#pragma GCC unroll 4
+          for (int i = 0; i < kVectors; ++i) add_vector(i);
+        } else {
+#pragma GCC unroll 8
+          for (int i = 0; i < kVectors; ++i) add_vector(i);
         }
       } else {
         // Runs of Dot::kRun vectors summed in int16, each run widened into sums

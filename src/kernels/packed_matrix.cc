@@ -111,6 +111,7 @@ PackedMatrix::PackedMatrix(PackedFormat format, PackedKernels kernels, int64_t r
   const bool huge = total >= kHugePage;
   data_.reset(static_cast<uint8_t*>(std::aligned_alloc(huge ? kHugePage : 64, total + kReadSlack)));
   CHECK(data_ != nullptr) << "out of memory packing a [" << rows << ", " << cols << "] matrix";
+  std::memset(data_.get() + total, 0, kReadSlack);  // read, never used: defined all the same
   if (huge) ::madvise(data_.get(), total / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
 }
 
@@ -450,6 +451,8 @@ void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* c
   pool.ParallelFor(tile_starts[count], [&](size_t tile_begin, size_t tile_end, int) {
     std::unique_ptr<uint8_t[], Free> expanded(
         expand ? static_cast<uint8_t*>(std::aligned_alloc(64, kRowTile * expanded_stride + kReadSlack)) : nullptr);
+    // ExpandRows writes a partial group's lanes only; the rest is read past them.
+    if (expand) std::memset(expanded.get(), 0, kRowTile * expanded_stride + kReadSlack);
     int i = 0;
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       while (static_cast<int64_t>(tile) >= tile_starts[i + 1]) ++i;

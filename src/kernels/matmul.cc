@@ -200,6 +200,19 @@ void MatMulSameInput(std::initializer_list<MatMulTarget> targets, const float* x
   PackedMatrix::MatMulSameInput(packed.data(), ys.data(), static_cast<int>(packed.size()), x, num_tokens, pool);
 }
 
+void MatMulMany(const std::vector<MatMulProduct>& products, ThreadPool& pool) {
+  std::vector<PackedMatrix::Job> jobs;
+  jobs.reserve(products.size());
+  for (const MatMulProduct& p : products) {
+    if (p.w->packed == nullptr) {
+      for (const MatMulProduct& each : products) MatMul(*each.w, each.x, each.num_tokens, each.y, pool);
+      return;
+    }
+    jobs.push_back({p.w->packed.get(), p.x, p.num_tokens, p.y});
+  }
+  PackedMatrix::MatMulJobs(jobs.data(), static_cast<int>(jobs.size()), pool);
+}
+
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out) {
   const uint64_t row_bytes = *GgmlRowBytes(w.type, w.cols);
   ref::DequantizeRow(w.type, w.data + row * row_bytes, out, w.cols);

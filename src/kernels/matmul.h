@@ -69,6 +69,18 @@ struct MatMulTarget {
 void MatMulSameInput(std::initializer_list<MatMulTarget> targets, const float* x, int64_t num_tokens,
                      ThreadPool& pool);
 
+// Independent products y_i [num_tokens_i, w_i.rows] = x_i * w_i^T (a mixture of
+// experts' matrices in a step): where every matrix is packed, one parallel loop
+// covers them all (PackedMatrix::MatMulJobs), the activations of products with the
+// same input quantized once; else one MatMul each. Results are MatMul's, bit for bit.
+struct MatMulProduct {
+  const WeightMatrix* w;
+  const float* x;
+  int64_t num_tokens;
+  float* y;
+};
+void MatMulMany(const std::vector<MatMulProduct>& products, ThreadPool& pool);
+
 // Row `row` of a weight matrix as floats (embedding lookup); out [w.cols].
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out);
 

@@ -422,42 +422,91 @@ bool PackedMatrix::CanShareInput(const PackedMatrix& other) const {
 
 void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* const* ys, int count, const float* x,
                                    int64_t num_tokens, ThreadPool& pool) {
-  const PackedMatrix& first = *matrices[0];
-  for (int i = 1; i < count; ++i) CHECK(first.CanShareInput(*matrices[i])) << "matrices of another format or width";
-  if (first.format_ == PackedFormat::kF16) {
-    std::vector<int64_t> starts(count + 1, 0);  // matrix i's first panel in the loop
-    for (int i = 0; i < count; ++i) starts[i + 1] = starts[i] + matrices[i]->num_panels();
-    pool.ParallelFor(starts[count], [&](size_t begin, size_t end, int) {
-      for (int i = 0; i < count; ++i) {
-        const int64_t b = std::max<int64_t>(static_cast<int64_t>(begin), starts[i]);
-        const int64_t e = std::min<int64_t>(static_cast<int64_t>(end), starts[i + 1]);
-        if (b < e) matrices[i]->MultiplyPanels(b - starts[i], e - starts[i], x, num_tokens, ys[i]);
-      }
-    });
-    return;
+  for (int i = 1; i < count; ++i) {
+    CHECK(matrices[0]->CanShareInput(*matrices[i])) << "matrices of another format or width";
   }
-  const int64_t ng = first.num_groups(), cols = first.cols_;
-  // [num_tokens, num_groups]; not zeroed here: QuantizeActivationGroups writes every byte.
-  std::unique_ptr<ActivationGroup[]> act = std::make_unique_for_overwrite<ActivationGroup[]>(num_tokens * ng);
-  pool.ParallelFor(num_tokens, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) QuantizeActivationGroups(first.format_, x + t * cols, cols, &act[t * ng]);
+  std::vector<Job> jobs(count);
+  for (int i = 0; i < count; ++i) jobs[i] = {matrices[i], x, num_tokens, ys[i]};
+  MatMulJobs(jobs.data(), count, pool);
+}
+
+void PackedMatrix::MatMulJobs(const Job* jobs, int count, ThreadPool& pool) {
+  // The activations each quantized job reads: one set per distinct (x, tokens,
+  // format, width), [num_tokens, num_groups] at act[set_start[s]].
+  struct ActivationSet {
+    const Job* job;  // the first job that reads it
+    int64_t start;   // its first ActivationGroup
+  };
+  std::vector<ActivationSet> sets;
+  std::vector<int> set_of(count, -1);
+  std::vector<int64_t> row_starts{0};  // set s's first token among all the sets' tokens
+  int64_t num_groups_total = 0;
+  for (int i = 0; i < count; ++i) {
+    const Job& job = jobs[i];
+    if (job.matrix->format_ == PackedFormat::kF16 || job.num_tokens == 0) continue;
+    for (size_t s = 0; s < sets.size() && set_of[i] < 0; ++s) {
+      const Job& other = *sets[s].job;
+      if (other.x == job.x && other.num_tokens == job.num_tokens && other.matrix->CanShareInput(*job.matrix)) {
+        set_of[i] = static_cast<int>(s);
+      }
+    }
+    if (set_of[i] >= 0) continue;
+    set_of[i] = static_cast<int>(sets.size());
+    sets.push_back({&job, num_groups_total});
+    num_groups_total += job.num_tokens * job.matrix->num_groups();
+    row_starts.push_back(row_starts.back() + job.num_tokens);
+  }
+  // Not zeroed here: QuantizeActivationGroups writes every byte.
+  std::unique_ptr<ActivationGroup[]> act = std::make_unique_for_overwrite<ActivationGroup[]>(num_groups_total);
+  pool.ParallelFor(row_starts.back(), [&](size_t begin, size_t end, int) {
+    size_t s = 0;
+    for (size_t row = begin; row < end; ++row) {
+      while (static_cast<int64_t>(row) >= row_starts[s + 1]) ++s;
+      const Job& job = *sets[s].job;
+      const PackedMatrix& m = *job.matrix;
+      const int64_t t = static_cast<int64_t>(row) - row_starts[s];
+      QuantizeActivationGroups(m.format_, job.x + t * m.cols_, m.cols_, &act[sets[s].start + t * m.num_groups()]);
+    }
   });
-  // One loop over the tiles of every matrix: tile_starts[i] is matrix i's first.
-  std::vector<int64_t> tile_starts(count + 1, 0);
-  for (int i = 0; i < count; ++i) tile_starts[i + 1] = tile_starts[i] + (matrices[i]->rows_ + kRowTile - 1) / kRowTile;
-  // Nibble tiles are expanded to bytes once when enough tokens pass over them.
-  const bool expand = first.format_ != PackedFormat::kQ8_0 && num_tokens >= kMinTokensToExpand;
-  const int64_t expanded_stride = (first.num_full_groups_ * 512 + 32 * first.partial_blocks_ + 63) / 64 * 64;
-  pool.ParallelFor(tile_starts[count], [&](size_t tile_begin, size_t tile_end, int) {
-    std::unique_ptr<uint8_t[], Free> expanded(
-        expand ? static_cast<uint8_t*>(std::aligned_alloc(64, kRowTile * expanded_stride + kReadSlack)) : nullptr);
-    // ExpandRows writes a partial group's lanes only; the rest is read past them.
-    if (expand) std::memset(expanded.get(), 0, kRowTile * expanded_stride + kReadSlack);
+  // One loop over every job's work items (tiles of kRowTile rows; F16: panels):
+  // item_starts[i] is job i's first.
+  std::vector<int64_t> item_starts(count + 1, 0);
+  int64_t expanded_stride = 0;  // the widest expanded tile row among the jobs that expand
+  std::vector<bool> expand(count, false);
+  for (int i = 0; i < count; ++i) {
+    const PackedMatrix& m = *jobs[i].matrix;
+    const int64_t items = jobs[i].num_tokens == 0            ? 0
+                          : m.format_ == PackedFormat::kF16 ? m.num_panels()
+                                                            : (m.rows_ + kRowTile - 1) / kRowTile;
+    item_starts[i + 1] = item_starts[i] + items;
+    // Nibble tiles are expanded to bytes once when enough tokens pass over them.
+    expand[i] = m.format_ != PackedFormat::kF16 && m.format_ != PackedFormat::kQ8_0 &&
+                jobs[i].num_tokens >= kMinTokensToExpand;
+    if (expand[i]) expanded_stride = std::max(expanded_stride, m.ExpandedStride());
+  }
+  pool.ParallelFor(item_starts[count], [&](size_t item_begin, size_t item_end, int) {
+    std::unique_ptr<uint8_t[], Free> expanded;
     int i = 0;
-    for (size_t tile = tile_begin; tile < tile_end; ++tile) {
-      while (static_cast<int64_t>(tile) >= tile_starts[i + 1]) ++i;
-      matrices[i]->MultiplyTile(static_cast<int64_t>(tile) - tile_starts[i], act.get(), num_tokens,
-                                expand ? expanded.get() : nullptr, expanded_stride, ys[i]);
+    for (size_t item = item_begin; item < item_end;) {
+      while (static_cast<int64_t>(item) >= item_starts[i + 1]) ++i;
+      const Job& job = jobs[i];
+      const PackedMatrix& m = *job.matrix;
+      const int64_t first = item_starts[i];
+      if (m.format_ == PackedFormat::kF16) {  // this job's panels in the chunk, in one call
+        const int64_t last = std::min<int64_t>(static_cast<int64_t>(item_end), item_starts[i + 1]);
+        m.MultiplyPanels(static_cast<int64_t>(item) - first, last - first, job.x, job.num_tokens, job.y);
+        item = static_cast<size_t>(last);
+        continue;
+      }
+      if (expand[i] && expanded == nullptr) {
+        const size_t bytes = kRowTile * expanded_stride + kReadSlack;
+        expanded.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        // ExpandRows writes a partial group's lanes only; the rest is read past them.
+        std::memset(expanded.get(), 0, bytes);
+      }
+      m.MultiplyTile(static_cast<int64_t>(item) - first, &act[sets[set_of[i]].start], job.num_tokens,
+                     expand[i] ? expanded.get() : nullptr, m.ExpandedStride(), job.y);
+      ++item;
     }
   });
 }

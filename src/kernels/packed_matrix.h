@@ -105,6 +105,19 @@ class PackedMatrix {
   static void MatMulSameInput(const PackedMatrix* const* matrices, float* const* ys, int count, const float* x,
                               int64_t num_tokens, ThreadPool& pool);
 
+  // One product of MatMulJobs: y [num_tokens, rows] = x [num_tokens, cols] * matrix^T.
+  struct Job {
+    const PackedMatrix* matrix;
+    const float* x;
+    int64_t num_tokens;
+    float* y;
+  };
+  // Every job's product in one parallel loop over all their tiles and panels (a
+  // mixture of experts' matrices in a step: one hand-off between threads for all of
+  // them, not one each). Jobs with the same x, token count, format and width have
+  // their activations quantized once. Each result is MatMul's, bit for bit.
+  static void MatMulJobs(const Job* jobs, int count, ThreadPool& pool);
+
   // Row `row` unpacked back to the file's blocks (F16: values) (tests: the packing loses nothing).
   void UnpackRow(int64_t row, uint8_t* out) const;
 
@@ -119,6 +132,9 @@ class PackedMatrix {
   void MultiplyPanels(int64_t begin, int64_t end, const float* x, int64_t num_tokens, float* y) const;
   void PackPanel(const uint16_t* file, int64_t p);  // F16 panel p from the file's rows
   int64_t num_panels() const { return (rows_ + kF16PanelRows - 1) / kF16PanelRows; }
+  // Bytes of one row expanded to a byte a quant (MultiplyTile's `expanded`), a
+  // multiple of 64.
+  int64_t ExpandedStride() const { return (num_full_groups_ * 512 + 32 * partial_blocks_ + 63) / 64 * 64; }
   const uint16_t* panel(int64_t p) const {
     return reinterpret_cast<const uint16_t*>(data_.get()) + p * cols_ * kF16PanelRows;
   }

@@ -165,6 +165,60 @@ TEST_P(PackedMatrixTest, MatricesSharingTheirInputGiveMatMulsResults) {
   EXPECT_EQ(b, b_alone);
 }
 
+// Products of a mixture of experts' step in one call (MatMulMany): matrices of this
+// type and two others (F16 panels and Q8_0 tiles in the same loop), of several
+// widths, with 0, 1, 5 or 14 tokens (14: nibble tiles expanded, beside ones that
+// are not), some sharing their input; each result MatMul's, bit for bit. A matrix
+// left unpacked among them sends every one through MatMul.
+TEST_P(PackedMatrixTest, ManyProductsInOneLoopGiveMatMulsResults) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2: the packed kernels do not run here";
+  const GgmlType type = GetParam();
+  struct Spec {
+    GgmlType type;
+    int64_t rows, cols, tokens;
+    int input;  // products with the same input index read the same x
+  };
+  const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+  const int64_t wide = k_quant ? 768 : 576, narrow = k_quant ? 256 : 544;
+  const std::vector<Spec> specs = {
+      {type, 40, wide, 1, 0},   {type, 19, wide, 1, 0},        {type, 33, narrow, 5, 1},
+      {type, 8, wide, 14, 2},   {type, 21, wide, 14, 2},       {type, 17, wide, 0, 3},
+      {GgmlType::kF16, 70, wide, 5, 4}, {GgmlType::kQ8_0, 37, wide, 14, 2}, {type, 50, narrow, 5, 1},
+  };
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<WeightMatrix> w;
+  for (size_t i = 0; i < specs.size(); ++i) bytes.push_back(QuantizedMatrix(specs[i].type, specs[i].rows, specs[i].cols, 50 + i));
+  w.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    w.push_back(WeightMatrix{specs[i].type, bytes[i].data(), specs[i].rows, specs[i].cols});
+    PackForMatMul(&w.back());
+    ASSERT_NE(w.back().packed, nullptr);
+  }
+  std::vector<std::vector<float>> inputs;
+  for (int input = 0; input < 5; ++input) inputs.push_back(testing_util::RandomNonZero(14 * wide, 60 + input));
+  ThreadPool pool(3);
+  std::vector<std::vector<float>> together(specs.size()), alone(specs.size());
+  std::vector<MatMulProduct> products;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    together[i].assign(specs[i].tokens * specs[i].rows, -1.0f);
+    alone[i].resize(together[i].size());
+    MatMul(w[i], inputs[specs[i].input].data(), specs[i].tokens, alone[i].data(), pool);
+    products.push_back({&w[i], inputs[specs[i].input].data(), specs[i].tokens, together[i].data()});
+  }
+  MatMulMany(products, pool);
+  for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(together[i], alone[i]) << "product " << i;
+  // An F32 matrix among them: not packed, so each goes alone (same results).
+  const std::vector<float> f32 = testing_util::RandomNonZero(5 * wide, 4);
+  const WeightMatrix other{GgmlType::kF32, reinterpret_cast<const uint8_t*>(f32.data()), 5, wide};
+  std::vector<float> a(5 * 40), b(5 * 5), b_alone(b.size());
+  MatMulMany({{&w[0], inputs[0].data(), 5, a.data()}, {&other, inputs[0].data(), 5, b.data()}}, pool);
+  MatMul(other, inputs[0].data(), 5, b_alone.data(), pool);
+  std::vector<float> a_alone(a.size());
+  MatMul(w[0], inputs[0].data(), 5, a_alone.data(), pool);
+  EXPECT_EQ(a, a_alone);
+  EXPECT_EQ(b, b_alone);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatrixTest, ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ5_0,
                                                                           GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16),
                          [](const auto& info) { return std::string(GgmlTypeName(info.param)); });

@@ -221,31 +221,66 @@ void Model::ExpertsFfn(const LayerWeights& w, const float* h, int64_t n, float* 
     }
   }
   // Each expert once, over all the tokens that picked it: its weights are read once
-  // per step however many tokens the batch holds.
-  std::vector<float> y(n * k * e);  // [n, k, n_embd]: each pick's expert output
-  std::vector<float> in, gate, up, down;
-  for (int64_t x = 0; x < n_expert; ++x) {
-    const std::vector<int64_t>& picks = picks_of[x];
-    if (picks.empty()) continue;
-    const int64_t m = static_cast<int64_t>(picks.size());
-    in.resize(m * e);
-    gate.resize(m * ff);
-    up.resize(m * ff);
-    down.resize(m * e);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(h + (picks[i] / k) * e, e, &in[i * e]);
-    MatMulSameInput({{&w.exp_gate[x], gate.data()}, {&w.exp_up[x], up.data()}}, in.data(), m, pool);
-    SiluMul(gate.data(), up.data(), m * ff, gate.data());
-    MatMul(w.exp_down[x], gate.data(), m, down.data(), pool);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(&down[i * e], e, &y[picks[i] * e]);
+  // per step however many tokens the batch holds. The experts go in waves of up to
+  // kExpertWaveRows picks (a decode step's in one), each wave's gate and up products
+  // in one parallel loop and its down products in another: two hand-offs between
+  // threads a wave, not two an expert.
+  constexpr int64_t kExpertWaveRows = 1024;
+  std::vector<int64_t> row_of_pick(n * k);  // pick p's expert output: down[row_of_pick[p]]
+  std::vector<float> down(n * k * e);       // [n * k, n_embd], the picks grouped by expert
+  std::vector<float> in, gate, up;
+  std::vector<MatMulProduct> products;
+  for (int64_t x0 = 0, row0 = 0; x0 < n_expert;) {
+    // The wave: experts [x0, x1), their picks rows [row0, row1) of down.
+    int64_t x1 = x0, row1 = row0;
+    while (x1 < n_expert && (row1 == row0 || row1 - row0 + static_cast<int64_t>(picks_of[x1].size()) <=
+                                                 kExpertWaveRows)) {
+      row1 += static_cast<int64_t>(picks_of[x1].size());
+      ++x1;
+    }
+    const int64_t rows = row1 - row0;
+    in.resize(rows * e);
+    gate.resize(rows * ff);
+    up.resize(rows * ff);
+    products.clear();
+    for (int64_t x = x0, r = 0; x < x1; ++x) {
+      const std::vector<int64_t>& picks = picks_of[x];
+      const int64_t m = static_cast<int64_t>(picks.size());
+      if (m == 0) continue;
+      // Picked by every token, in order (always so in a one-token step): h as it
+      // is, and every such expert's activations are quantized once.
+      const float* input = h;
+      if (m != n) {
+        input = &in[r * e];
+        for (int64_t i = 0; i < m; ++i) std::copy_n(h + (picks[i] / k) * e, e, &in[(r + i) * e]);
+      }
+      for (int64_t i = 0; i < m; ++i) row_of_pick[picks[i]] = row0 + r + i;
+      products.push_back({&w.exp_gate[x], input, m, &gate[r * ff]});
+      products.push_back({&w.exp_up[x], input, m, &up[r * ff]});
+      r += m;
+    }
+    MatMulMany(products, pool);
+    SiluMul(gate.data(), up.data(), rows * ff, gate.data());
+    products.clear();
+    for (int64_t x = x0, r = 0; x < x1; ++x) {
+      const int64_t m = static_cast<int64_t>(picks_of[x].size());
+      if (m == 0) continue;
+      products.push_back({&w.exp_down[x], &gate[r * ff], m, &down[(row0 + r) * e]});
+      r += m;
+    }
+    MatMulMany(products, pool);
+    x0 = x1;
+    row0 = row1;
   }
   // The weighted sum in pick order (as llama.cpp adds them): a token's result does
   // not depend on the batch it is in.
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * e;
-    for (int64_t d = 0; d < e; ++d) o[d] = weight[t * k] * y[(t * k) * e + d];
+    const float* y0 = &down[row_of_pick[t * k] * e];
+    for (int64_t d = 0; d < e; ++d) o[d] = weight[t * k] * y0[d];
     for (int64_t j = 1; j < k; ++j) {
       const float wj = weight[t * k + j];
-      const float* yj = &y[(t * k + j) * e];
+      const float* yj = &down[row_of_pick[t * k + j] * e];
       for (int64_t d = 0; d < e; ++d) o[d] += wj * yj[d];
     }
   }

@@ -288,6 +288,10 @@ TEST(ModelTest, MixturesOfExpertsLoadAndRefuseBadExpertKeysAndTensors) {
     std::vector<std::vector<float>> together = RunBatch(*m, {Tokens(20, 3), Tokens(5, 4)}, 16, pool);
     std::vector<std::vector<float>> alone = RunBatch(*m, {Tokens(5, 4)}, 16, pool);
     EXPECT_EQ(together[1], alone[0]) << name;
+    // More picks than one wave of experts takes (Model::ExpertsFfn): the same.
+    std::vector<std::vector<float>> long_batch = RunBatch(*m, {Tokens(600, 3), Tokens(5, 4)}, 16, pool);
+    EXPECT_EQ(long_batch[1], alone[0]) << name;
+    EXPECT_EQ(long_batch[0], RunBatch(*m, {Tokens(600, 3)}, 16, pool)[0]) << name;
   }
 
   const ModelShape& shape = *FindModelShape("qwen3moe-tiny");

@@ -23,7 +23,7 @@ bool DetectAvx2() {
   return ebx & (1u << 5);  // AVX2
 }
 
-bool DetectAvx512Vnni() {
+bool DetectAvx512() {
   if (!DetectAvx2()) return false;
   const char* off = std::getenv("TACHYON_NO_AVX512");
   if (off != nullptr && off[0] != '\0' && off[0] != '0') return false;
@@ -33,12 +33,28 @@ bool DetectAvx512Vnni() {
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   if ((xcr0_lo & 0xe6u) != 0xe6u) return false;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool f = ebx & (1u << 16), bw = ebx & (1u << 30), vl = ebx & (1u << 31), vnni = ecx & (1u << 11);
-  return f && bw && vl && vnni;
+  const bool f = ebx & (1u << 16), bw = ebx & (1u << 30), vl = ebx & (1u << 31);
+  return f && bw && vl;
+}
+
+bool DetectAvx512Vnni() {
+  if (!DetectAvx512()) return false;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return ecx & (1u << 11);  // AVX512_VNNI
 }
 #endif
 
 }  // namespace
+
+bool CpuHasAvx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = DetectAvx512();
+  return has;
+#else
+  return false;
+#endif
+}
 
 bool CpuHasAvx512Vnni() {
 #if defined(__x86_64__) || defined(__i386__)

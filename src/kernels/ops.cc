@@ -3,10 +3,14 @@
 #include "kernels/cpu_features.h"
 #include "kernels/ref/ops.h"
 #include "kernels/x86/ops_avx2.h"
+#include "kernels/x86/ops_avx512.h"
 
 namespace tachyon {
 
+// Where the CPU has AVX-512, RmsNorm, GeluTanhMul and SoftCap take its 16 lanes and
+// masked tails; their results are AVX2's, bit for bit (x86/ops_avx512.h).
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  if (CpuHasAvx512()) return avx512::RmsNorm(x, weight, n, eps, out);
   CpuHasAvx2() ? avx2::RmsNorm(x, weight, n, eps, out) : ref::RmsNorm(x, weight, n, eps, out);
 }
 
@@ -21,10 +25,12 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
 }
 
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  if (CpuHasAvx512()) return avx512::GeluTanhMul(gate, up, n, out);
   CpuHasAvx2() ? avx2::GeluTanhMul(gate, up, n, out) : ref::GeluTanhMul(gate, up, n, out);
 }
 
 void SoftCap(float* x, int64_t n, float cap) {
+  if (CpuHasAvx512()) return avx512::SoftCap(x, n, cap);
   CpuHasAvx2() ? avx2::SoftCap(x, n, cap) : ref::SoftCap(x, n, cap);
 }
 

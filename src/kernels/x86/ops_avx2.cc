@@ -7,6 +7,7 @@
 #include "kernels/ref/ops.h"
 
 #include "kernels/x86/avx2_reduce.h"
+#include "kernels/x86/vector_math.h"
 
 namespace tachyon::avx2 {
 namespace {
@@ -23,18 +24,13 @@ float HorizontalMax(__m256 v) {
 // times 2^k built in the exponent bits. Inputs are clamped to [-87, 88].
 __m256 Exp(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(x86::kLog2E)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   // r = x - k ln2, with ln2 split in two for precision.
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(x86::kLn2High), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(x86::kLn2Low), r);
+  __m256 p = _mm256_set1_ps(x86::kExpTaylor[0]);
+  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(x86::kExpTaylor[i]));
   const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
 }
@@ -68,14 +64,8 @@ __m256 Tanh(__m256 x) {
   const __m256 sign = _mm256_and_ps(x, sign_mask);
   const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign_mask, x), _mm256_set1_ps(9.5f));
   const __m256 a2 = _mm256_mul_ps(a, a);
-  __m256 p = _mm256_set1_ps(6404582.0f / 10854718875.0f);
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-929569.0f / 638512875.0f));
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(21844.0f / 6081075.0f));
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-1382.0f / 155925.0f));
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(62.0f / 2835.0f));
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-17.0f / 315.0f));
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(2.0f / 15.0f));
-  p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-1.0f / 3.0f));
+  __m256 p = _mm256_set1_ps(x86::kTanhTaylor[0]);
+  for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(x86::kTanhTaylor[i]));
   const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, a2), a, a);
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 e = Exp(_mm256_add_ps(a, a));
@@ -141,13 +131,21 @@ void Gelu(const float* x, int64_t n, float* out) {
 }
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  __m256 acc = _mm256_setzero_ps();
+  // Two chains of fma, over the even and the odd chunks of 8 values (as
+  // ops_avx512.cc's 16 lanes take them).
+  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_loadu_ps(x + i);
-    acc = _mm256_fmadd_ps(v, v, acc);
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    even = _mm256_fmadd_ps(a, a, even);
+    odd = _mm256_fmadd_ps(b, b, odd);
   }
-  float sum_sq = HorizontalSum(acc);
+  if (i + 8 <= n) {
+    const __m256 a = _mm256_loadu_ps(x + i);
+    even = _mm256_fmadd_ps(a, a, even);
+    i += 8;
+  }
+  float sum_sq = HorizontalSum(_mm256_add_ps(even, odd));
   for (; i < n; ++i) sum_sq += x[i] * x[i];
   const float scale = 1.0f / __builtin_sqrtf(sum_sq / static_cast<float>(n) + eps);
   const __m256 vscale = _mm256_set1_ps(scale);

@@ -432,7 +432,7 @@ void PackedMatrix::MatMulSameInput(const PackedMatrix* const* matrices, float* c
 
 void PackedMatrix::MatMulJobs(const Job* jobs, int count, ThreadPool& pool) {
   // The activations each quantized job reads: one set per distinct (x, tokens,
-  // format, width), [num_tokens, num_groups] at act[set_start[s]].
+  // format, width), [num_tokens, num_groups] at act[sets[s].start].
   struct ActivationSet {
     const Job* job;  // the first job that reads it
     int64_t start;   // its first ActivationGroup

@@ -42,10 +42,17 @@ size_t Probe(const std::vector<uint64_t>& slots, size_t hash, std::string_view t
 
 }  // namespace
 
+size_t Vocab::TokenSlot(size_t hash, std::string_view text) const {
+  return Probe(token_slots_, hash, text, [&](int32_t id) -> std::string_view { return tokens_[id].text; });
+}
+
+size_t Vocab::MergeSlot(size_t hash, std::string_view line) const {
+  return Probe(merge_slots_, hash, line, [&](int32_t rank) { return MergeLine(rank); });
+}
+
 std::optional<TokenId> Vocab::Find(std::string_view text) const {
   if (token_slots_.empty()) return std::nullopt;
-  const uint64_t slot = token_slots_[Probe(token_slots_, TextHash(text), text,
-                                           [&](int32_t id) -> std::string_view { return tokens_[id].text; })];
+  const uint64_t slot = token_slots_[TokenSlot(TextHash(text), text)];
   if (slot == 0) return std::nullopt;
   return TokenId(EntryOf(slot));
 }
@@ -55,8 +62,7 @@ int32_t Vocab::MergeRank(std::string_view left, std::string_view right) const {
   std::string key;
   key.reserve(left.size() + 1 + right.size());
   key.append(left).append(1, ' ').append(right);
-  const uint64_t slot =
-      merge_slots_[Probe(merge_slots_, TextHash(key), key, [&](int32_t rank) { return MergeLine(rank); })];
+  const uint64_t slot = merge_slots_[MergeSlot(TextHash(key), key)];
   return slot == 0 ? -1 : EntryOf(slot);
 }
 
@@ -168,8 +174,7 @@ Status Vocab::ReadTokens(const GgufFile& file) {
     }
     // The last token with a text wins.
     const size_t hash = TextHash(t.text);
-    token_slots_[Probe(token_slots_, hash, t.text, [&](int32_t id) -> std::string_view { return tokens_[id].text; })] =
-        SlotOf(hash, static_cast<int32_t>(i));
+    token_slots_[TokenSlot(hash, t.text)] = SlotOf(hash, static_cast<int32_t>(i));
     max_token_bytes_ = std::max(max_token_bytes_, t.text.size());
   }
   return Status::Ok();
@@ -228,7 +233,7 @@ Status Vocab::ReadMerges(const GgufFile& file) {
     merge_text_.append(line);
     merge_offsets_.push_back(static_cast<uint32_t>(merge_text_.size()));
     const size_t hash = TextHash(line);
-    uint64_t& slot = merge_slots_[Probe(merge_slots_, hash, line, [&](int32_t r) { return MergeLine(r); })];
+    uint64_t& slot = merge_slots_[MergeSlot(hash, line)];
     if (slot == 0) slot = SlotOf(hash, static_cast<int32_t>(rank));  // the first rank of a duplicate wins
   }
   return Status::Ok();

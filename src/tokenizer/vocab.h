@@ -103,6 +103,10 @@ class Vocab {
   VocabKind kind_ = VocabKind::kSpm;
   std::string model_name_;
   std::string pre_;
+  // The slot of a token's text (of hash TextHash(text)) in token_slots_, and of a
+  // merge line in merge_slots_: its entry's, else the empty slot where it would go.
+  size_t TokenSlot(size_t hash, std::string_view text) const;
+  size_t MergeSlot(size_t hash, std::string_view line) const;
   // The merge line "left right" of a rank, in merge_text_.
   std::string_view MergeLine(int32_t rank) const {
     return std::string_view(merge_text_).substr(merge_offsets_[rank], merge_offsets_[rank + 1] - merge_offsets_[rank]);

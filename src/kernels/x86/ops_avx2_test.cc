@@ -133,7 +133,9 @@ TEST_P(OpsAvx2Test, ExpShifted) {
   avx2::ExpShifted(x.data(), n, 5.0f, 0.7f, a.data());
   ref::ExpShifted(x.data(), n, 5.0f, 0.7f, b.data());
   EXPECT_EQ(a[0], 0.0f);
-  if (n > 1) EXPECT_EQ(a[1], 1.0f);
+  if (n > 1) {
+    EXPECT_EQ(a[1], 1.0f);
+  }
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], kExpTolerance * b[i] + 1e-37f) << i << " x " << x[i];
 }
 

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/block_formats.h"
 #include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/ref/quantize.h"
@@ -58,6 +60,51 @@ bool CpuRuns(PackedKernels kernels) {
   return kernels == PackedKernels::kAvx512 ? CpuHasAvx512Vnni() : CpuHasAvx2();
 }
 const char* KernelsName(PackedKernels kernels) { return kernels == PackedKernels::kAvx512 ? "AVX-512" : "AVX2"; }
+
+// Q8_0 quants at the ends of int8 (-128, which no quantizer writes but a file may
+// hold, -127 and 127) against activations at theirs: unpacked as they were, and
+// the products the reference's, through whole, compact (1 and 2 blocks) and
+// partial groups, for each ISA's kernels this CPU runs. (The AVX2 kernels
+// multiply |q| by x * sign q: a -128 there is read as 128.)
+TEST(PackedMatrixTest, Q8_0QuantsAtTheEndsOfInt8AreExact) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2: the packed kernels do not run here";
+  constexpr int8_t kEnds[] = {-128, 127, -127, -128, 1, -128, 0, 127};
+  for (PackedKernels kernels : {PackedKernels::kAvx512, PackedKernels::kAvx2}) {
+    if (!CpuRuns(kernels)) continue;
+    for (int64_t cols : {544, 576, 608, 2048}) {
+      const int64_t rows = 7, tokens = 5, blocks = cols / 32;
+      std::vector<BlockQ8_0> file(rows * blocks);
+      for (int64_t i = 0; i < rows * blocks; ++i) {
+        file[i].d = FloatToFp16(0.015625f * static_cast<float>(1 + i % 3));
+        for (int v = 0; v < 32; ++v) file[i].qs[v] = kEnds[(i * 32 + v + i / blocks) % 8];
+      }
+      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(file.data());
+      WeightMatrix w{GgmlType::kQ8_0, bytes, rows, cols};
+      w.packed = PackedMatrix::PackAnyCpu(GgmlType::kQ8_0, bytes, rows, cols, kernels);
+      ASSERT_NE(w.packed, nullptr);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<BlockQ8_0> row(blocks);
+        w.packed->UnpackRow(r, reinterpret_cast<uint8_t*>(row.data()));
+        ASSERT_EQ(std::memcmp(row.data(), &file[r * blocks], blocks * sizeof(BlockQ8_0)), 0)
+            << KernelsName(kernels) << ", " << cols << " cols, row " << r;
+      }
+      // Each block's largest activation quantizes to +-127, most of the rest near it.
+      std::vector<float> x(tokens * cols);
+      for (int64_t i = 0; i < tokens * cols; ++i) x[i] = (i % 5 == 2 ? 1.0f : -0.97f) * (i % 7 == 0 ? -1 : 1);
+      ThreadPool pool(2), one(1);
+      std::vector<float> y(tokens * rows), reference(tokens * rows);
+      MatMul(w, x.data(), tokens, y.data(), pool);
+      MatMul(w, x.data(), tokens, reference.data(), one, KernelPath::kReference);
+      for (int64_t i = 0; i < tokens * rows; ++i) {
+        ASSERT_NEAR(y[i], reference[i], 1e-4f * (1 + std::fabs(reference[i])))
+            << KernelsName(kernels) << ", " << cols << " cols, at " << i;
+      }
+      std::vector<float> alone(rows);
+      MatMul(w, x.data(), 1, alone.data(), pool);
+      for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(alone[r], y[r]) << KernelsName(kernels) << ", one token, row " << r;
+    }
+  }
+}
 
 // Against the reference MatMul on the same bytes (the same Q8_0 activations, so only
 // the order of the float sums differs), and bit for bit: every token's result the same

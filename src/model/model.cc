@@ -239,7 +239,11 @@ void Model::ExpertsFfn(const LayerWeights& w, const float* h, int64_t n, float* 
       ++x1;
     }
     const int64_t rows = row1 - row0;
-    in.resize(rows * e);
+    // Rows are gathered only for experts that some tokens did not pick (never in a
+    // decode step: there every picked expert reads h).
+    const bool gathers = std::any_of(picks_of.begin() + x0, picks_of.begin() + x1,
+                                     [&](const std::vector<int64_t>& p) { return !p.empty() && std::ssize(p) != n; });
+    if (gathers) in.resize(rows * e);
     gate.resize(rows * ff);
     up.resize(rows * ff);
     products.clear();

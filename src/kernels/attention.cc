@@ -24,23 +24,36 @@ int64_t KvRowBytes(KvType type, int64_t kv_dim) {
   return 0;
 }
 
-void StoreKv(const LayerKv& kv, int64_t slot, int64_t kv_dim, const float* k, const float* v) {
-  if (kv.type == KvType::kQ8_0) {
-    const int64_t row = KvRowBytes(kv.type, kv_dim);
-    ref::QuantizeActivationsQ8_0(k, static_cast<uint8_t*>(kv.k) + slot * row, kv_dim);
-    ref::QuantizeActivationsQ8_0(v, static_cast<uint8_t*>(kv.v) + slot * row, kv_dim);
-    return;
-  }
-  if (kv.type == KvType::kF32) {
-    std::copy(k, k + kv_dim, static_cast<float*>(kv.k) + slot * kv_dim);
-    std::copy(v, v + kv_dim, static_cast<float*>(kv.v) + slot * kv_dim);
-    return;
-  }
-  uint16_t* kd = static_cast<uint16_t*>(kv.k) + slot * kv_dim;
-  uint16_t* vd = static_cast<uint16_t*>(kv.v) + slot * kv_dim;
-  for (int64_t i = 0; i < kv_dim; ++i) {
-    kd[i] = FloatToFp16(k[i]);
-    vd[i] = FloatToFp16(v[i]);
+void StoreKv(const LayerKv& kv, const AttentionShape& shape, int64_t slot, const float* k, const float* v) {
+  const int d = shape.head_dim, bs = shape.block_size;
+  const int64_t block = slot / bs, offset = slot % bs;
+  const int64_t head_bytes = KvRowBytes(kv.type, d);
+  for (int h = 0; h < shape.n_kv_heads; ++h) {
+    uint8_t* kp = static_cast<uint8_t*>(kv.k) + KvPartOffset(kv.type, shape, block, h);
+    uint8_t* vp = static_cast<uint8_t*>(kv.v) + KvPartOffset(kv.type, shape, block, h);
+    const float* kh = k + static_cast<int64_t>(h) * d;
+    const float* vh = v + static_cast<int64_t>(h) * d;
+    switch (kv.type) {
+      case KvType::kQ8_0:
+        ref::QuantizeActivationsQ8_0(kh, kp + offset * head_bytes, d);
+        ref::QuantizeActivationsQ8_0(vh, vp + offset * head_bytes, d);
+        break;
+      case KvType::kF32: {
+        float* kt = reinterpret_cast<float*>(kp);
+        for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs + offset] = kh[i];
+        std::copy(vh, vh + d, reinterpret_cast<float*>(vp) + offset * d);
+        break;
+      }
+      case KvType::kF16: {
+        uint16_t* kt = reinterpret_cast<uint16_t*>(kp);
+        uint16_t* vr = reinterpret_cast<uint16_t*>(vp) + offset * d;
+        for (int i = 0; i < d; ++i) {
+          kt[static_cast<int64_t>(i) * bs + offset] = FloatToFp16(kh[i]);
+          vr[i] = FloatToFp16(vh[i]);
+        }
+        break;
+      }
+    }
   }
 }
 
@@ -92,26 +105,34 @@ void OnlineSoftmax(const float* q, const int32_t* block_table, int64_t num_posit
   }
 }
 
-// F32 or F16 (uint16_t) cache: keys and values read in place.
+// F32 or F16 (uint16_t) cache: a key's values gathered from its block's
+// transposed part (converted to F32), values read in place.
 template <typename T>
-void AttendFloatCache(const T* k, const T* v, const float* q, const int32_t* block_table, int64_t num_positions,
+void AttendFloatCache(const LayerKv& kv, const float* q, const int32_t* block_table, int64_t num_positions,
                       const AttentionShape& shape, float scale, float* out, int head_begin, int head_end) {
   constexpr bool kHalf = std::is_same_v<T, uint16_t>;
-  const int head_dim = shape.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
+  const int head_dim = shape.head_dim, bs = shape.block_size;
   const bool simd = CpuHasAvx2();
+  std::vector<float> key(head_dim);
+  const auto part = [&](const void* base, int kv_head, int64_t slot) {
+    return reinterpret_cast<const T*>(static_cast<const uint8_t*>(base) +
+                                      KvPartOffset(kv.type, shape, slot / bs, kv_head));
+  };
   OnlineSoftmax(
       q, block_table, num_positions, shape, scale, out,
       [&](int kv_head, int64_t slot, const float* qh) {
-        const T* key = k + slot * kv_dim + kv_head * head_dim;
-        if constexpr (kHalf) {
-          return simd ? avx2::DotF16(key, qh, head_dim) : ref::DotF16(key, qh, head_dim);
-        } else {
-          return simd ? avx2::DotF32(key, qh, head_dim) : ref::DotF32(key, qh, head_dim);
+        const T* column = part(kv.k, kv_head, slot) + slot % bs;
+        for (int i = 0; i < head_dim; ++i) {
+          if constexpr (kHalf) {
+            key[i] = Fp16ToFloat(column[static_cast<int64_t>(i) * bs]);
+          } else {
+            key[i] = column[static_cast<int64_t>(i) * bs];
+          }
         }
+        return simd ? avx2::DotF32(key.data(), qh, head_dim) : ref::DotF32(key.data(), qh, head_dim);
       },
       [&](float* acc, float p, int kv_head, int64_t slot) {
-        const T* value = v + slot * kv_dim + kv_head * head_dim;
+        const T* value = part(kv.v, kv_head, slot) + slot % bs * head_dim;
         if constexpr (kHalf) {
           if (simd) {
             avx2::AddScaledF16(acc, p, value, head_dim);
@@ -158,32 +179,32 @@ namespace {
 void AttendPagedHeads(const float* q, const LayerKv& kv, const int32_t* block_table, int64_t num_positions,
                       const AttentionShape& shape, float scale, float* out, int head_begin, int head_end) {
   const int head_dim = shape.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * head_dim;
   const bool simd = CpuHasAvx2();
   switch (kv.type) {
     case KvType::kF32:
-      AttendFloatCache(static_cast<const float*>(kv.k), static_cast<const float*>(kv.v), q, block_table,
-                       num_positions, shape, scale, out, head_begin, head_end);
+      AttendFloatCache<float>(kv, q, block_table, num_positions, shape, scale, out, head_begin, head_end);
       return;
     case KvType::kF16:
-      AttendFloatCache(static_cast<const uint16_t*>(kv.k), static_cast<const uint16_t*>(kv.v), q, block_table,
-                       num_positions, shape, scale, out, head_begin, head_end);
+      AttendFloatCache<uint16_t>(kv, q, block_table, num_positions, shape, scale, out, head_begin, head_end);
       return;
     case KvType::kQ8_0: {
       // Each position's slice of a head is dequantized, then used as F32.
       const uint8_t* k = static_cast<const uint8_t*>(kv.k);
       const uint8_t* v = static_cast<const uint8_t*>(kv.v);
-      const int64_t row = KvRowBytes(KvType::kQ8_0, kv_dim);
-      const int64_t head_bytes = head_dim / 32 * 34;
+      const int64_t head_bytes = KvRowBytes(KvType::kQ8_0, head_dim);
+      const auto at = [&](int kv_head, int64_t slot) {
+        return KvPartOffset(KvType::kQ8_0, shape, slot / shape.block_size, kv_head) +
+               slot % shape.block_size * head_bytes;
+      };
       std::vector<float> scratch(head_dim);
       OnlineSoftmax(
           q, block_table, num_positions, shape, scale, out,
           [&](int kv_head, int64_t slot, const float* qh) {
-            ref::DequantizeRowQ8_0(k + slot * row + kv_head * head_bytes, scratch.data(), head_dim);
+            ref::DequantizeRowQ8_0(k + at(kv_head, slot), scratch.data(), head_dim);
             return simd ? avx2::DotF32(scratch.data(), qh, head_dim) : ref::DotF32(scratch.data(), qh, head_dim);
           },
           [&](float* acc, float p, int kv_head, int64_t slot) {
-            ref::DequantizeRowQ8_0(v + slot * row + kv_head * head_bytes, scratch.data(), head_dim);
+            ref::DequantizeRowQ8_0(v + at(kv_head, slot), scratch.data(), head_dim);
             if (simd) {
               avx2::AddScaledF32(acc, p, scratch.data(), head_dim);
             } else {

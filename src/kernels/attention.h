@@ -14,16 +14,19 @@ enum class KvType { kF32, kF16, kQ8_0 };
 // Bytes of one token's K (or V) row of kv_dim elements.
 int64_t KvRowBytes(KvType type, int64_t kv_dim);
 
-// One layer's K and V storage: [num_blocks, block_size] rows of KvRowBytes
-// each, a row holding kv_dim = n_kv_heads * head_dim elements of `type`.
+// One layer's K and V storage: [num_blocks] blocks of block_size slots, a
+// slot holding a token's K (or V) row of kv_dim = n_kv_heads * head_dim elements
+// of `type` (KvRowBytes a slot). A block holds its KV heads' parts one after the
+// other (KvPartOffset), so that a decode step reads one head's keys and values
+// in a block as one contiguous run each. In a part, V is [block_size][head_dim]
+// (a slot's row of the head); K is the same for Q8_0, and transposed for F32 and
+// F16, [head_dim][block_size], so that value i of consecutive keys lies side by
+// side, as the keys-in-lanes scores read it.
 struct LayerKv {
   void* k = nullptr;
   void* v = nullptr;
   KvType type = KvType::kF32;
 };
-
-// Writes one token's K and V ([kv_dim] floats) into slot `slot` (block * block_size + offset).
-void StoreKv(const LayerKv& kv, int64_t slot, int64_t kv_dim, const float* k, const float* v);
 
 struct AttentionShape {
   int n_heads = 0;
@@ -37,6 +40,19 @@ struct AttentionShape {
   // before the softmax, as llama.cpp computes it (s * (1 / softcap), tanhf). 0: not.
   float softcap = 0;
 };
+
+// Whether `type` keeps K transposed in a block's part: F32 and F16 do.
+inline bool KvKeysTransposed(KvType type) { return type != KvType::kQ8_0; }
+
+// Byte offset, from a layer's K (or V), of KV head `kv_head`'s part of block `block`.
+inline int64_t KvPartOffset(KvType type, const AttentionShape& shape, int64_t block, int kv_head) {
+  const int64_t part = static_cast<int64_t>(shape.block_size) * KvRowBytes(type, shape.head_dim);
+  return (block * shape.n_kv_heads + kv_head) * part;
+}
+
+// Writes one token's K and V ([n_kv_heads * head_dim] floats each) into slot
+// `slot` (block * block_size + offset) of `kv`, laid out for `shape`.
+void StoreKv(const LayerKv& kv, const AttentionShape& shape, int64_t slot, const float* k, const float* v);
 
 // The first position a query at `position` sees under `shape`'s window.
 inline int64_t FirstVisiblePosition(const AttentionShape& shape, int64_t position) {

@@ -56,27 +56,26 @@ TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
     const int64_t num_blocks = (num_positions + block_size - 1) / block_size;
     // Blocks stored in reverse order in the pool: the table maps logical -> physical.
     std::vector<int32_t> table(num_blocks);
-    std::vector<float> k_pool(num_blocks * block_size * kv_dim), v_pool(k_pool.size());
     for (int64_t b = 0; b < num_blocks; ++b) table[b] = static_cast<int32_t>(num_blocks - 1 - b);
-    for (int64_t p = 0; p < num_positions; ++p) {
-      int64_t slot = (table[p / block_size] * block_size + p % block_size) * kv_dim;
-      std::copy_n(&keys[p * kv_dim], kv_dim, &k_pool[slot]);
-      std::copy_n(&values[p * kv_dim], kv_dim, &v_pool[slot]);
-    }
+    const AttentionShape shape{n_heads, n_kv_heads, head_dim, block_size};
+    const auto store = [&](const LayerKv& kv) {
+      for (int64_t p = 0; p < num_positions; ++p) {
+        StoreKv(kv, shape, table[p / block_size] * block_size + p % block_size, &keys[p * kv_dim], &values[p * kv_dim]);
+      }
+    };
+    std::vector<float> k_pool(num_blocks * block_size * kv_dim), v_pool(k_pool.size());
+    store({k_pool.data(), v_pool.data(), KvType::kF32});
     std::vector<float> out(n_heads * head_dim);
-    AttendPaged(q.data(), {k_pool.data(), v_pool.data(), KvType::kF32}, table.data(), num_positions,
-                {n_heads, n_kv_heads, head_dim, block_size}, scale, out.data());
+    AttendPaged(q.data(), {k_pool.data(), v_pool.data(), KvType::kF32}, table.data(), num_positions, shape, scale,
+                out.data());
     for (int i = 0; i < n_heads * head_dim; ++i) {
       EXPECT_NEAR(out[i], expected[i], 1e-5) << "block size " << block_size << " element " << i;
     }
     // The same through an F16 cache: K and V rounded to half precision (relative 2^-11).
     std::vector<uint16_t> k16(k_pool.size()), v16(v_pool.size());
     LayerKv half{k16.data(), v16.data(), KvType::kF16};
-    for (int64_t slot = 0; slot < num_blocks * block_size; ++slot) {
-      StoreKv(half, slot, kv_dim, &k_pool[slot * kv_dim], &v_pool[slot * kv_dim]);
-    }
-    AttendPaged(q.data(), half, table.data(), num_positions, {n_heads, n_kv_heads, head_dim, block_size}, scale,
-                out.data());
+    store(half);
+    AttendPaged(q.data(), half, table.data(), num_positions, shape, scale, out.data());
     for (int i = 0; i < n_heads * head_dim; ++i) {
       EXPECT_NEAR(out[i], expected[i], 5e-3) << "F16 cache, block size " << block_size << " element " << i;
     }
@@ -84,11 +83,8 @@ TEST(AttentionTest, PagedOnlineSoftmaxEqualsDenseAttention) {
     const int64_t q8_row = KvRowBytes(KvType::kQ8_0, kv_dim);
     std::vector<uint8_t> k8(num_blocks * block_size * q8_row), v8(k8.size());
     LayerKv q8{k8.data(), v8.data(), KvType::kQ8_0};
-    for (int64_t slot = 0; slot < num_blocks * block_size; ++slot) {
-      StoreKv(q8, slot, kv_dim, &k_pool[slot * kv_dim], &v_pool[slot * kv_dim]);
-    }
-    AttendPaged(q.data(), q8, table.data(), num_positions, {n_heads, n_kv_heads, head_dim, block_size}, scale,
-                out.data());
+    store(q8);
+    AttendPaged(q.data(), q8, table.data(), num_positions, shape, scale, out.data());
     for (int i = 0; i < n_heads * head_dim; ++i) {
       EXPECT_NEAR(out[i], expected[i], 5e-2) << "Q8_0 cache, block size " << block_size << " element " << i;
     }
@@ -159,24 +155,15 @@ TEST(AttentionTest, RunOfQueriesEqualsReferenceAndDoesNotDependOnTheRun) {
         const int64_t row_bytes = KvRowBytes(type, kv_dim);
         std::vector<uint8_t> k_pool(slots * row_bytes, 0xff), v_pool(k_pool.size(), 0xff);
         const LayerKv kv{k_pool.data(), v_pool.data(), type};
+        const AttentionShape shape{n_heads, n_kv_heads, head_dim, block_size};
         for (int64_t p = 0; p < num_positions; ++p) {
-          StoreKv(kv, table[p / block_size] * block_size + p % block_size, kv_dim, &keys[p * kv_dim],
+          StoreKv(kv, shape, table[p / block_size] * block_size + p % block_size, &keys[p * kv_dim],
                   &values[p * kv_dim]);
         }
-        // What the cache holds, for the reference.
-        std::vector<float> k_seen(keys.size()), v_seen(values.size());
-        for (int64_t p = 0; p < num_positions; ++p) {
-          const int64_t slot = table[p / block_size] * block_size + p % block_size;
-          if (type == KvType::kF32) {
-            std::copy_n(reinterpret_cast<const float*>(k_pool.data()) + slot * kv_dim, kv_dim, &k_seen[p * kv_dim]);
-            std::copy_n(reinterpret_cast<const float*>(v_pool.data()) + slot * kv_dim, kv_dim, &v_seen[p * kv_dim]);
-          } else {
-            std::copy_n(&keys[p * kv_dim], kv_dim, &k_seen[p * kv_dim]);
-            std::copy_n(&values[p * kv_dim], kv_dim, &v_seen[p * kv_dim]);
-          }
-        }
+        // The reference takes the keys and values given (F32 holds them exactly).
+        const std::vector<float>& k_seen = keys;
+        const std::vector<float>& v_seen = values;
         const double tolerance = type == KvType::kF32 ? 1e-5 : type == KvType::kF16 ? 5e-3 : 5e-2;
-        const AttentionShape shape{n_heads, n_kv_heads, head_dim, block_size};
         auto run = [&](int64_t first, int count) {
           std::vector<float> out(count * q_dim, -1.0f);
           for (int g = 0; g < n_kv_heads; ++g) {
@@ -260,7 +247,7 @@ TEST(AttentionTest, SlidingWindowAndSoftCapEqualTheReference) {
           std::vector<float> k_pool(num_blocks * block_size * kv_dim), v_pool(k_pool.size());
           const LayerKv kv{k_pool.data(), v_pool.data(), KvType::kF32};
           for (int64_t p = 0; p < num_positions; ++p) {
-            StoreKv(kv, table[p / block_size] * block_size + p % block_size, kv_dim, &keys[p * kv_dim],
+            StoreKv(kv, shape, table[p / block_size] * block_size + p % block_size, &keys[p * kv_dim],
                     &values[p * kv_dim]);
           }
           for (int64_t b = 0; b < FirstVisiblePosition(shape, first) / block_size; ++b) {

@@ -1,6 +1,7 @@
 // KvBuffer: K/V storage for every layer in blocks of block_size tokens, the
 // memory a ForwardBatch's block tables point into; F32 or F16 elements.
-// Layout per layer: K and V each [num_blocks, block_size, n_head_kv * head_dim].
+// Layout per layer: K and V each [num_blocks] blocks of block_size slots, a
+// block holding each KV head's part in turn (kernels/attention.h's LayerKv).
 // With window_num_blocks > 0 the sliding-window layers hold that many blocks
 // instead (their own pool; ForwardSequence::window_block_table indexes them).
 #pragma once

@@ -352,6 +352,8 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
     }
     MatMulSameInput({{&w.wq, q.data()}, {&w.wk, k.data()}, {&w.wv, v.data()}}, h.data(), n, pool);
     LayerKv layer = kv.layer(l);
+    const AttentionShape kv_shape{static_cast<int>(c.n_head), static_cast<int>(c.n_head_kv),
+                                  static_cast<int>(c.head_dim), block_size};
     for (int64_t t = 0; t < n; ++t) {
       float* qt = &q[t * c.q_dim()];
       float* kt = &k[t * c.kv_dim()];
@@ -374,7 +376,7 @@ std::vector<float> Model::Forward(const ForwardBatch& batch, KvBuffer& kv, Threa
       const ForwardSequence& seq = batch.sequences[batch.sequence_index[t]];
       const int64_t slot = static_cast<int64_t>(TableOf(seq, l)[batch.positions[t] / block_size]) * block_size +
                            batch.positions[t] % block_size;
-      StoreKv(layer, slot, c.kv_dim(), kt, vt);
+      StoreKv(layer, kv_shape, slot, kt, vt);
     }
     Attention(batch, l, q.data(), layer, block_size, attn.data(), pool);
     MatMul(w.wo, attn.data(), n, proj.data(), pool);

@@ -69,60 +69,83 @@ void Fill(float* p, int64_t n, float value) {
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
-// Rows [0, n) of one block's K or V slice for `kv_head` as F32, row j at
-// rows[j * *stride]: an F32 cache's rows where they are (stride kv_dim), else
-// converted into `out` (stride head_dim). Only the n rows are read: the slots past
-// them may hold another sequence's data, or none.
-const float* BlockRows(const void* base, KvType type, int64_t first_slot, int n, int64_t kv_dim, int kv_head,
-                       int head_dim, float* out, int64_t* stride) {
-  if (type == KvType::kF32) {
-    *stride = kv_dim;
-    return static_cast<const float*>(base) + first_slot * kv_dim + static_cast<int64_t>(kv_head) * head_dim;
-  }
-  *stride = head_dim;
-  for (int j = 0; j < n; ++j) {
-    const int64_t slot = first_slot + j;
-    float* row = out + static_cast<int64_t>(j) * head_dim;
-    switch (type) {
-      case KvType::kF32: break;  // read in place, above
-      case KvType::kF16: {
-        const uint16_t* src = static_cast<const uint16_t*>(base) + slot * kv_dim + kv_head * head_dim;
-        int i = 0;
-        for (; i + 8 <= head_dim; i += 8) {
-          _mm256_storeu_ps(row + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-        }
-        for (; i < head_dim; ++i) row[i] = _cvtsh_ss(src[i]);
-        break;
+// Rows [0, n) of KV head kv_head's part of block `block` in a layer's V (or a
+// Q8_0 K) as F32, row j at rows[j * *stride]: an F32 cache's rows where they
+// are, else converted into `out`. Only the n rows are read: the slots past them
+// may hold another sequence's data, or none.
+const float* PartRows(const void* base, KvType type, const AttentionShape& shape, int64_t block, int kv_head, int n,
+                      float* out, int64_t* stride) {
+  const int d = shape.head_dim;
+  const uint8_t* part = static_cast<const uint8_t*>(base) + KvPartOffset(type, shape, block, kv_head);
+  *stride = d;
+  switch (type) {
+    case KvType::kF32: return reinterpret_cast<const float*>(part);
+    case KvType::kF16: {
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(part);
+      const int64_t count = static_cast<int64_t>(n) * d;
+      int64_t i = 0;
+      for (; i + 8 <= count; i += 8) {
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
       }
-      case KvType::kQ8_0: {
-        const int64_t row_bytes = KvRowBytes(KvType::kQ8_0, kv_dim);
-        const int64_t head_bytes = head_dim / 32 * 34;
-        ref::DequantizeRowQ8_0(static_cast<const uint8_t*>(base) + slot * row_bytes + kv_head * head_bytes, row,
-                               head_dim);
-        break;
-      }
+      for (; i < count; ++i) out[i] = _cvtsh_ss(src[i]);
+      return out;
+    }
+    case KvType::kQ8_0: {
+      const int64_t row_bytes = KvRowBytes(KvType::kQ8_0, d);
+      for (int j = 0; j < n; ++j) ref::DequantizeRowQ8_0(part + j * row_bytes, out + static_cast<int64_t>(j) * d, d);
+      return out;
     }
   }
   return out;
 }
 
-// One chunk's scores against a block's n keys (key j at keys[j * stride]):
-// sc[key][lane] = q[lane] . k[key], four keys at a time (four independent chains
-// over d).
-inline void ChunkScores(const float* qc, const float* keys, int64_t stride, int n, int d, float* sc) {
+// The keys [0, n) of KV head kv_head's part of block `block` as F32, value i of
+// key j at keys[j * *key_stride + i * *dim_stride]: an F32 cache's transposed
+// part where it is, an F16 one's converted into `out` the same way ([head_dim]
+// [block_size]), Q8_0 rows dequantized into `out`.
+const float* PartKeys(const void* base, KvType type, const AttentionShape& shape, int64_t block, int kv_head, int n,
+                      float* out, int64_t* key_stride, int64_t* dim_stride) {
+  const int d = shape.head_dim, bs = shape.block_size;
+  if (type == KvType::kQ8_0) {
+    *dim_stride = 1;
+    return PartRows(base, type, shape, block, kv_head, n, out, key_stride);
+  }
+  *key_stride = 1;
+  *dim_stride = bs;
+  const uint8_t* part = static_cast<const uint8_t*>(base) + KvPartOffset(type, shape, block, kv_head);
+  if (type == KvType::kF32) return reinterpret_cast<const float*>(part);
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(part);
+  for (int i = 0; i < d; ++i) {
+    const uint16_t* column = src + static_cast<int64_t>(i) * bs;
+    float* dst = out + static_cast<int64_t>(i) * bs;
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(column + j))));
+    }
+    for (; j < n; ++j) dst[j] = _cvtsh_ss(column[j]);
+  }
+  return out;
+}
+
+// One chunk's scores against a block's n keys (value i of key j at keys[j *
+// key_stride + i * dim_stride]): sc[key][lane] = q[lane] . k[key], four keys at
+// a time (four independent chains over d).
+inline void ChunkScores(const float* qc, const float* keys, int64_t key_stride, int64_t dim_stride, int n, int d,
+                        float* sc) {
   int j = 0;
   for (; j + 4 <= n; j += 4) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const float* k0 = keys + j * stride;
-    const float* k1 = k0 + stride;
-    const float* k2 = k1 + stride;
-    const float* k3 = k2 + stride;
+    const float* k0 = keys + j * key_stride;
+    const float* k1 = k0 + key_stride;
+    const float* k2 = k1 + key_stride;
+    const float* k3 = k2 + key_stride;
     for (int i = 0; i < d; ++i) {
       const __m256 qi = _mm256_loadu_ps(qc + i * kLanes);
-      a0 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + i), a0);
-      a1 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k1 + i), a1);
-      a2 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k2 + i), a2);
-      a3 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k3 + i), a3);
+      const int64_t at = i * dim_stride;
+      a0 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + at), a0);
+      a1 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k1 + at), a1);
+      a2 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k2 + at), a2);
+      a3 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k3 + at), a3);
     }
     _mm256_storeu_ps(sc + j * kLanes, a0);
     _mm256_storeu_ps(sc + (j + 1) * kLanes, a1);
@@ -131,9 +154,9 @@ inline void ChunkScores(const float* qc, const float* keys, int64_t stride, int 
   }
   for (; j < n; ++j) {
     __m256 a = _mm256_setzero_ps();
-    const float* kj = keys + j * stride;
+    const float* kj = keys + j * key_stride;
     for (int i = 0; i < d; ++i) {
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(qc + i * kLanes), _mm256_broadcast_ss(kj + i), a);
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(qc + i * kLanes), _mm256_broadcast_ss(kj + i * dim_stride), a);
     }
     _mm256_storeu_ps(sc + j * kLanes, a);
   }
@@ -250,20 +273,21 @@ void AttendFewRows(const float* q, int64_t q_stride, int64_t first_position, con
                    const int32_t* block_table, const AttentionShape& shape, float scale, int kv_head, float* out) {
   const int d = shape.head_dim, bs = shape.block_size;
   const int group = shape.n_heads / shape.n_kv_heads;
-  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * d;
   const int64_t padded = (bs + 7) / 8 * 8;  // a row's scores, a vector past the block's keys
   const int64_t block_values = static_cast<int64_t>(bs) * d;
+  const int64_t part_bytes = static_cast<int64_t>(bs) * KvRowBytes(kv.type, d);
   thread_local Scratch scratch;
-  float* qs = scratch.Floats(2 * R * static_cast<int64_t>(d) + R * padded + 2 * block_values + d);
+  float* qs = scratch.Floats(2 * R * static_cast<int64_t>(d) + R * padded + 2 * block_values + padded * d + d);
   if (qs == nullptr) {
     fputs("tachyon: out of memory for attention scratch\n", stderr);
     abort();
   }
   float* os = qs + R * d;
   float* sc = os + R * d;
-  float* keys = sc + R * padded;
-  float* values = keys + block_values;
-  float* zero = values + block_values;  // the rows of a key group past the block's keys (F32 or F16 zeros)
+  float* keys = sc + R * padded;              // Q8_0 rows, or F16 columns at block_size
+  float* values = keys + block_values;        // Q8_0 rows
+  float* columns = values + block_values;     // columns at `padded` (a block size not a multiple of 8)
+  float* zero = columns + padded * d;         // the rows of a key group past the block's keys
   Fill(zero, d, 0.0f);
   Fill(os, static_cast<int64_t>(R) * d, 0.0f);
   float max[R], sum[R];
@@ -280,15 +304,13 @@ void AttendFewRows(const float* q, int64_t q_stride, int64_t first_position, con
   for (int64_t block = FirstVisiblePosition(shape, first_position) / bs; block <= last / bs; ++block) {
     const int64_t left = last + 1 - block * bs;
     const int n = static_cast<int>(left < bs ? left : bs);
-    const int64_t first_slot = static_cast<int64_t>(block_table[block]) * bs;
-    // Scores, 8 keys at a time: each 8 x 8 tile of their values transposed, so that
-    // a row's value i multiplies 8 keys' value i.
-    const auto scores = [&]<class T>(const T* key_rows, int64_t key_stride) {
+    const int64_t physical = block_table[block];
+    // Scores from rows (Q8_0), 8 keys at a time: each 8 x 8 tile of their values
+    // transposed, so that a row's value i multiplies 8 keys' value i.
+    const auto row_scores = [&](const float* key_rows, int64_t key_stride) {
       for (int j0 = 0; j0 < n; j0 += 8) {
-        const T* kr[8];
-        for (int k = 0; k < 8; ++k) {
-          kr[k] = j0 + k < n ? key_rows + (j0 + k) * key_stride : reinterpret_cast<const T*>(zero);
-        }
+        const float* kr[8];
+        for (int k = 0; k < 8; ++k) kr[k] = j0 + k < n ? key_rows + (j0 + k) * key_stride : zero;
         __m256 acc[R];
         for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
         for (int i0 = 0; i0 < d; i0 += 8) {
@@ -301,93 +323,148 @@ void AttendFewRows(const float* q, int64_t q_stride, int64_t first_position, con
         for (int r = 0; r < R; ++r) _mm256_storeu_ps(sc + r * padded + j0, acc[r]);
       }
     };
-    const int64_t in_place = first_slot * kv_dim + static_cast<int64_t>(kv_head) * d;
-    // The next block's K and V rows are asked for while this one is computed: a
-    // decode step reads each from memory once, in short strided runs (a head's row
-    // of a slot), which the hardware prefetchers alone left waiting on memory.
-    if (block < last / bs && kv.type != KvType::kQ8_0) {
-      const int64_t row_bytes = kv.type == KvType::kF16 ? 2 * d : 4 * d;
-      const int64_t slot_bytes = kv.type == KvType::kF16 ? 2 * kv_dim : 4 * kv_dim;
-      const int64_t next = static_cast<int64_t>(block_table[block + 1]) * bs * slot_bytes +
-                           static_cast<int64_t>(kv_head) * row_bytes;
-      for (int j = 0; j < bs; ++j) {
-        for (int64_t line = 0; line < row_bytes; line += 64) {
-          _mm_prefetch(static_cast<const char*>(kv.k) + next + j * slot_bytes + line, _MM_HINT_T0);
-          _mm_prefetch(static_cast<const char*>(kv.v) + next + j * slot_bytes + line, _MM_HINT_T0);
+    // Scores from a transposed part (F32, F16: value i of key j at cols[i * stride
+    // + j], 8 keys a vector, readable up to `padded`), 16 keys at a time: the two
+    // vectors' 2 R chains advance together over the dims. Lanes past n hold
+    // whatever the slots there hold; their scores are never used.
+    const auto column_scores = [&]<class T>(const T* cols, int64_t stride) {
+      const auto keys = [&]<int G>(int j0) {
+        __m256 acc[G][R];
+        for (int g = 0; g < G; ++g) {
+          for (int r = 0; r < R; ++r) acc[g][r] = _mm256_setzero_ps();
         }
+        for (int i = 0; i < d; ++i) {
+          __m256 c[G];
+          for (int g = 0; g < G; ++g) c[g] = Load8(cols + i * stride + j0 + 8 * g);
+          for (int r = 0; r < R; ++r) {
+            const __m256 qi = _mm256_set1_ps(qs[r * d + i]);
+            for (int g = 0; g < G; ++g) acc[g][r] = _mm256_fmadd_ps(qi, c[g], acc[g][r]);
+          }
+        }
+        for (int g = 0; g < G; ++g) {
+          for (int r = 0; r < R; ++r) _mm256_storeu_ps(sc + r * padded + j0 + 8 * g, acc[g][r]);
+        }
+      };
+      int j0 = 0;
+      for (; j0 + 8 < n; j0 += 16) keys.template operator()<2>(j0);
+      if (j0 < n) keys.template operator()<1>(j0);
+    };
+    // The next block's K and V parts are asked for while this one is computed: a
+    // decode step reads each from memory once, a block's part at a time, which the
+    // hardware prefetchers alone left waiting on memory.
+    if (block < last / bs) {
+      const int64_t next = KvPartOffset(kv.type, shape, block_table[block + 1], kv_head);
+      for (int64_t line = 0; line < part_bytes; line += 64) {
+        _mm_prefetch(static_cast<const char*>(kv.k) + next + line, _MM_HINT_T0);
+        _mm_prefetch(static_cast<const char*>(kv.v) + next + line, _MM_HINT_T0);
       }
     }
-    int64_t key_stride = kv_dim, value_stride = kv_dim;
-    const float* key_rows = nullptr;
-    const float* value_rows = nullptr;
-    if (kv.type == KvType::kF16) {
-      scores(static_cast<const uint16_t*>(kv.k) + in_place, kv_dim);
+    const uint8_t* k_part = static_cast<const uint8_t*>(kv.k) + KvPartOffset(kv.type, shape, physical, kv_head);
+    const uint8_t* v_part = static_cast<const uint8_t*>(kv.v) + KvPartOffset(kv.type, shape, physical, kv_head);
+    if (kv.type == KvType::kQ8_0) {
+      int64_t key_stride;
+      const float* key_rows = PartRows(kv.k, kv.type, shape, physical, kv_head, n, keys, &key_stride);
+      row_scores(key_rows, key_stride);
+    } else if (bs % 8 == 0 && kv.type == KvType::kF16) {
+      column_scores(reinterpret_cast<const uint16_t*>(k_part), bs);
+    } else if (bs % 8 == 0) {
+      column_scores(reinterpret_cast<const float*>(k_part), bs);
     } else {
-      key_rows = BlockRows(kv.k, kv.type, first_slot, n, kv_dim, kv_head, d, keys, &key_stride);
-      value_rows = BlockRows(kv.v, kv.type, first_slot, n, kv_dim, kv_head, d, values, &value_stride);
-      scores(key_rows, key_stride);
+      // A block size that is not a multiple of 8: the columns copied to `padded`
+      // (the last vector of a column would run into the next).
+      int64_t key_stride, dim_stride;
+      const float* cols = PartKeys(kv.k, kv.type, shape, physical, kv_head, n, keys, &key_stride, &dim_stride);
+      for (int i = 0; i < d; ++i) {
+        float* dst = columns + static_cast<int64_t>(i) * padded;
+        for (int j = 0; j < n; ++j) dst[j] = cols[i * dim_stride + j];
+        for (int j = n; j < padded; ++j) dst[j] = 0.0f;
+      }
+      column_scores(static_cast<const float*>(columns), padded);
     }
     const int64_t whole = (n + 7) / 8 * 8;
     if (shape.softcap > 0) {
       for (int r = 0; r < R; ++r) SoftCap(sc + r * padded, whole, shape.softcap);
     }
-    // MaskAndExponentiate, a row at a time: max as _mm256_max_ps picks (its first
-    // operand where greater, else its second).
-    float correction[R];
+    // MaskAndExponentiate, a row at a time, 8 keys a vector: masked keys and the
+    // lanes past n score -inf. The block's max comes from a tree of maxima rather
+    // than in key order; the two can differ only in the sign of a zero maximum,
+    // which changes no difference taken from it (s - max, old max - new max: 0 and
+    // -0 give the same result, and e^0 = e^-0 = 1 exactly), so every p is the same.
+    float correction[R], total[R];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i first_key = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(block * bs)), lane);
     for (int r = 0; r < R; ++r) {
       float* s = sc + r * padded;
-      float block_max = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        const int64_t key = block * bs + j;
-        bool hidden = key > pos[r];
-        if (shape.window > 0) {
-          const int64_t edge = key + shape.window - 1 < INT32_MAX ? key + shape.window - 1 : INT32_MAX;
-          hidden = hidden || pos[r] > edge;
-        }
-        if (hidden) s[j] = -INFINITY;
-        block_max = block_max > s[j] ? block_max : s[j];
+      // Keys before `lowest` slid out of the row's window.
+      const int64_t lowest = shape.window > 0 && pos[r] - shape.window + 1 > 0 ? pos[r] - shape.window + 1 : 0;
+      const __m256i newest = _mm256_set1_epi32(static_cast<int32_t>(pos[r] < block * bs + n - 1 ? pos[r] : block * bs + n - 1));
+      const __m256i oldest = _mm256_set1_epi32(static_cast<int32_t>(lowest));
+      __m256 vmax = _mm256_set1_ps(-INFINITY);
+      for (int j = 0; j < whole; j += 8) {
+        const __m256i key = _mm256_add_epi32(first_key, _mm256_set1_epi32(j));
+        const __m256i hidden = _mm256_or_si256(_mm256_cmpgt_epi32(key, newest), _mm256_cmpgt_epi32(oldest, key));
+        const __m256 score =
+            _mm256_blendv_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(hidden));
+        _mm256_storeu_ps(s + j, score);
+        vmax = _mm256_max_ps(vmax, score);
       }
+      __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+      m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+      m = _mm_max_ss(m, _mm_movehdup_ps(m));
+      const float block_max = _mm_cvtss_f32(m);
       const float new_max = max[r] > block_max ? max[r] : block_max;
       correction[r] = _mm256_cvtss_f32(ExpNonPositive(_mm256_set1_ps(max[r] - new_max)));
-      float total = sum[r] * correction[r];
-      const __m256 vmax = _mm256_set1_ps(new_max);
+      total[r] = sum[r] * correction[r];
+      const __m256 vnew = _mm256_set1_ps(new_max);
       for (int j = 0; j < whole; j += 8) {
-        _mm256_storeu_ps(s + j, ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmax)));
+        _mm256_storeu_ps(s + j, ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), vnew)));
       }
-      for (int j = 0; j < n; ++j) total += s[j];
       max[r] = new_max;
-      sum[r] = total;
     }
-    // AccumulateValues, 16 dims (the last 8 where d is an odd multiple of 8) at a
-    // time: each key's values loaded once for every row.
+    // Each row's p added in key order, the rows' chains side by side.
+    for (int j = 0; j < n; ++j) {
+      for (int r = 0; r < R; ++r) total[r] += sc[r * padded + j];
+    }
+    for (int r = 0; r < R; ++r) sum[r] = total[r];
+    // AccumulateValues, V vectors of 8 dims at a time (32 dims for up to 2 rows,
+    // 24 for 3: as many chains as the registers hold; then 16, then 8): each key's
+    // values loaded once for every row, R V chains of fma side by side.
     const auto accumulate = [&]<class T>(const T* value_rows, int64_t value_stride) {
-      for (int i = 0; i < d; i += 16) {
-        const bool two = i + 16 <= d;
-        __m256 o[R][2];
+      const auto dims = [&]<int V>(int i) {
+        __m256 o[R][V];
         for (int r = 0; r < R; ++r) {
           const __m256 cr = _mm256_set1_ps(correction[r]);
-          o[r][0] = _mm256_mul_ps(_mm256_loadu_ps(os + r * d + i), cr);
-          o[r][1] = two ? _mm256_mul_ps(_mm256_loadu_ps(os + r * d + i + 8), cr) : _mm256_setzero_ps();
+          for (int u = 0; u < V; ++u) o[r][u] = _mm256_mul_ps(_mm256_loadu_ps(os + r * d + i + 8 * u), cr);
         }
         for (int j = 0; j < n; ++j) {
           const T* vj = value_rows + j * value_stride + i;
-          const __m256 v0 = Load8(vj);
-          const __m256 v1 = two ? Load8(vj + 8) : _mm256_setzero_ps();
+          __m256 v[V];
+          for (int u = 0; u < V; ++u) v[u] = Load8(vj + 8 * u);
           for (int r = 0; r < R; ++r) {
             const __m256 p = _mm256_set1_ps(sc[r * padded + j]);
-            o[r][0] = _mm256_fmadd_ps(p, v0, o[r][0]);
-            o[r][1] = _mm256_fmadd_ps(p, v1, o[r][1]);
+            for (int u = 0; u < V; ++u) o[r][u] = _mm256_fmadd_ps(p, v[u], o[r][u]);
           }
         }
         for (int r = 0; r < R; ++r) {
-          _mm256_storeu_ps(os + r * d + i, o[r][0]);
-          if (two) _mm256_storeu_ps(os + r * d + i + 8, o[r][1]);
+          for (int u = 0; u < V; ++u) _mm256_storeu_ps(os + r * d + i + 8 * u, o[r][u]);
         }
+      };
+      int i = 0;
+      if constexpr (R <= 2) {
+        for (; i + 32 <= d; i += 32) dims.template operator()<4>(i);
+      } else if constexpr (R == 3) {
+        for (; i + 24 <= d; i += 24) dims.template operator()<3>(i);
       }
+      for (; i + 16 <= d; i += 16) dims.template operator()<2>(i);
+      if (i < d) dims.template operator()<1>(i);
     };
     if (kv.type == KvType::kF16) {
-      accumulate(static_cast<const uint16_t*>(kv.v) + in_place, kv_dim);
+      accumulate(reinterpret_cast<const uint16_t*>(v_part), d);
+    } else if (kv.type == KvType::kF32) {
+      accumulate(reinterpret_cast<const float*>(v_part), d);
     } else {
+      int64_t value_stride;
+      const float* value_rows = PartRows(kv.v, kv.type, shape, physical, kv_head, n, values, &value_stride);
       accumulate(value_rows, value_stride);
     }
   }
@@ -405,7 +482,6 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
                      const int32_t* block_table, const AttentionShape& shape, float scale, int kv_head, float* out) {
   const int d = shape.head_dim, bs = shape.block_size;
   const int group = shape.n_heads / shape.n_kv_heads;
-  const int64_t kv_dim = static_cast<int64_t>(shape.n_kv_heads) * d;
   const int rows = num_queries * group;
   if (rows <= kFewRows && d % 8 == 0) {
     static constexpr void (*kFew[kFewRows])(const float*, int64_t, int64_t, const LayerKv&, const int32_t*,
@@ -449,15 +525,15 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
   for (int64_t block = FirstVisiblePosition(shape, first_position) / bs; block <= last / bs; ++block) {
     const int64_t left = last + 1 - block * bs;
     const int n = static_cast<int>(left < bs ? left : bs);
-    const int64_t first_slot = static_cast<int64_t>(block_table[block]) * bs;
-    int64_t key_stride, value_stride;
-    const float* key_rows = BlockRows(kv.k, kv.type, first_slot, n, kv_dim, kv_head, d, keys, &key_stride);
-    const float* value_rows = BlockRows(kv.v, kv.type, first_slot, n, kv_dim, kv_head, d, values, &value_stride);
+    int64_t key_stride, dim_stride, value_stride;
+    const int64_t physical = block_table[block];
+    const float* key_rows = PartKeys(kv.k, kv.type, shape, physical, kv_head, n, keys, &key_stride, &dim_stride);
+    const float* value_rows = PartRows(kv.v, kv.type, shape, physical, kv_head, n, values, &value_stride);
     for (int c = 0; c < chunks; ++c) {
       const float* qc = qt + static_cast<size_t>(c) * d * kLanes;
       float* oc = ot + static_cast<size_t>(c) * d * kLanes;
       const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + c * kLanes));
-      ChunkScores(qc, key_rows, key_stride, n, d, sc);
+      ChunkScores(qc, key_rows, key_stride, dim_stride, n, d, sc);
       // Soft-capping (Gemma 2's layers): s = tanh(s / cap) * cap, vectorized.
       if (shape.softcap > 0) SoftCap(sc, n * kLanes, shape.softcap);
       const __m256 correction =

@@ -127,39 +127,40 @@ const float* PartKeys(const void* base, KvType type, const AttentionShape& shape
   return out;
 }
 
-// One chunk's scores against a block's n keys (value i of key j at keys[j *
-// key_stride + i * dim_stride]): sc[key][lane] = q[lane] . k[key], four keys at
-// a time (four independent chains over d).
-inline void ChunkScores(const float* qc, const float* keys, int64_t key_stride, int64_t dim_stride, int n, int d,
-                        float* sc) {
+// C chunks' scores against a block's n keys (value i of key j at keys[j *
+// key_stride + i * dim_stride]): sc[c][key][lane] = q[c][lane] . k[key], K keys at
+// a time, C K independent chains over d, each key's value broadcast once for the
+// C chunks (one chunk: 8 keys keep both FMA pipes busy through their latency; two:
+// 4; then 1 for the block's last keys).
+template <int C, int K>
+inline void ChunkScoresOf(const float* const* qc, const float* keys, int64_t key_stride, int64_t dim_stride, int j,
+                          int d, float* const* sc) {
+  __m256 a[C][K];
+  for (int c = 0; c < C; ++c) {
+    for (int k = 0; k < K; ++k) a[c][k] = _mm256_setzero_ps();
+  }
+  const float* kj = keys + j * key_stride;
+  for (int i = 0; i < d; ++i) {
+    __m256 qi[C];
+    for (int c = 0; c < C; ++c) qi[c] = _mm256_loadu_ps(qc[c] + i * kLanes);
+    const float* ki = kj + i * dim_stride;
+    for (int k = 0; k < K; ++k) {
+      const __m256 key = _mm256_broadcast_ss(ki + k * key_stride);
+      for (int c = 0; c < C; ++c) a[c][k] = _mm256_fmadd_ps(qi[c], key, a[c][k]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int k = 0; k < K; ++k) _mm256_storeu_ps(sc[c] + (j + k) * kLanes, a[c][k]);
+  }
+}
+template <int C>
+inline void ChunkScores(const float* const* qc, const float* keys, int64_t key_stride, int64_t dim_stride, int n,
+                        int d, float* const* sc) {
+  constexpr int kWide = C == 1 ? 8 : 4;
   int j = 0;
-  for (; j + 4 <= n; j += 4) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const float* k0 = keys + j * key_stride;
-    const float* k1 = k0 + key_stride;
-    const float* k2 = k1 + key_stride;
-    const float* k3 = k2 + key_stride;
-    for (int i = 0; i < d; ++i) {
-      const __m256 qi = _mm256_loadu_ps(qc + i * kLanes);
-      const int64_t at = i * dim_stride;
-      a0 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k0 + at), a0);
-      a1 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k1 + at), a1);
-      a2 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k2 + at), a2);
-      a3 = _mm256_fmadd_ps(qi, _mm256_broadcast_ss(k3 + at), a3);
-    }
-    _mm256_storeu_ps(sc + j * kLanes, a0);
-    _mm256_storeu_ps(sc + (j + 1) * kLanes, a1);
-    _mm256_storeu_ps(sc + (j + 2) * kLanes, a2);
-    _mm256_storeu_ps(sc + (j + 3) * kLanes, a3);
-  }
-  for (; j < n; ++j) {
-    __m256 a = _mm256_setzero_ps();
-    const float* kj = keys + j * key_stride;
-    for (int i = 0; i < d; ++i) {
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(qc + i * kLanes), _mm256_broadcast_ss(kj + i * dim_stride), a);
-    }
-    _mm256_storeu_ps(sc + j * kLanes, a);
-  }
+  for (; j + kWide <= n; j += kWide) ChunkScoresOf<C, kWide>(qc, keys, key_stride, dim_stride, j, d, sc);
+  for (; j + 4 <= n; j += 4) ChunkScoresOf<C, 4>(qc, keys, key_stride, dim_stride, j, d, sc);
+  for (; j < n; ++j) ChunkScoresOf<C, 1>(qc, keys, key_stride, dim_stride, j, d, sc);
 }
 
 // The causal mask (and the sliding window's) on the block's n keys, then the
@@ -196,36 +197,37 @@ inline __m256 MaskAndExponentiate(float* sc, int bs, int n, int64_t block, __m25
   return correction;
 }
 
-// Outputs: o = o * correction + sum_j p_j v_j over the block's n values (value j
-// at values[j * stride]), four dims at a time.
-inline void AccumulateValues(float* oc, const float* values, int64_t stride, const float* sc, __m256 correction,
-                             int n, int d) {
+// C chunks' outputs: o[c] = o[c] * correction[c] + sum_j p[c]_j v_j over the
+// block's n values (value j at values[j * stride]), dims [i, i + K): C K
+// independent chains over the keys, each value broadcast once for the C chunks.
+template <int C, int K>
+inline void AccumulateValuesOf(float* const* oc, const float* values, int64_t stride, const float* const* sc,
+                               const __m256* correction, int n, int i) {
+  __m256 o[C][K];
+  for (int c = 0; c < C; ++c) {
+    for (int k = 0; k < K; ++k) o[c][k] = _mm256_mul_ps(_mm256_loadu_ps(oc[c] + (i + k) * kLanes), correction[c]);
+  }
+  for (int j = 0; j < n; ++j) {
+    const float* vj = values + j * stride + i;
+    __m256 p[C];
+    for (int c = 0; c < C; ++c) p[c] = _mm256_loadu_ps(sc[c] + j * kLanes);
+    for (int k = 0; k < K; ++k) {
+      const __m256 value = _mm256_broadcast_ss(vj + k);
+      for (int c = 0; c < C; ++c) o[c][k] = _mm256_fmadd_ps(p[c], value, o[c][k]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int k = 0; k < K; ++k) _mm256_storeu_ps(oc[c] + (i + k) * kLanes, o[c][k]);
+  }
+}
+template <int C>
+inline void AccumulateValues(float* const* oc, const float* values, int64_t stride, const float* const* sc,
+                             const __m256* correction, int n, int d) {
+  constexpr int kWide = C == 1 ? 8 : 4;
   int i = 0;
-  for (; i + 4 <= d; i += 4) {
-    __m256 o0 = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
-    __m256 o1 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 1) * kLanes), correction);
-    __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 2) * kLanes), correction);
-    __m256 o3 = _mm256_mul_ps(_mm256_loadu_ps(oc + (i + 3) * kLanes), correction);
-    for (int j = 0; j < n; ++j) {
-      const float* vj = values + j * stride + i;
-      const __m256 p = _mm256_loadu_ps(sc + j * kLanes);
-      o0 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj), o0);
-      o1 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 1), o1);
-      o2 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 2), o2);
-      o3 = _mm256_fmadd_ps(p, _mm256_broadcast_ss(vj + 3), o3);
-    }
-    _mm256_storeu_ps(oc + i * kLanes, o0);
-    _mm256_storeu_ps(oc + (i + 1) * kLanes, o1);
-    _mm256_storeu_ps(oc + (i + 2) * kLanes, o2);
-    _mm256_storeu_ps(oc + (i + 3) * kLanes, o3);
-  }
-  for (; i < d; ++i) {
-    __m256 o = _mm256_mul_ps(_mm256_loadu_ps(oc + i * kLanes), correction);
-    for (int j = 0; j < n; ++j) {
-      o = _mm256_fmadd_ps(_mm256_loadu_ps(sc + j * kLanes), _mm256_broadcast_ss(values + j * stride + i), o);
-    }
-    _mm256_storeu_ps(oc + i * kLanes, o);
-  }
+  for (; i + kWide <= d; i += kWide) AccumulateValuesOf<C, kWide>(oc, values, stride, sc, correction, n, i);
+  for (; i + 4 <= d; i += 4) AccumulateValuesOf<C, 4>(oc, values, stride, sc, correction, n, i);
+  for (; i < d; ++i) AccumulateValuesOf<C, 1>(oc, values, stride, sc, correction, n, i);
 }
 
 // A decode step's rows (one token: the heads of a KV head's group) fill few of
@@ -492,11 +494,12 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
   }
   const int chunks = (rows + kLanes - 1) / kLanes;
   // Per chunk: queries (scaled) and outputs transposed [d][8], positions, max and
-  // sum per lane; then one block's keys and values as F32, and its scores [key][8 lanes].
+  // sum per lane; then one block's keys and values as F32, and the scores of two
+  // chunks, [key][8 lanes] each.
   const int64_t lanes = static_cast<int64_t>(chunks) * kLanes, transposed = lanes * d;
   const int64_t block_values = static_cast<int64_t>(bs) * d;
   thread_local Scratch scratch;
-  float* qt = scratch.Floats(2 * transposed + 3 * lanes + 2 * block_values + static_cast<int64_t>(bs) * kLanes);
+  float* qt = scratch.Floats(2 * transposed + 3 * lanes + 2 * block_values + 2 * static_cast<int64_t>(bs) * kLanes);
   if (qt == nullptr) {
     fputs("tachyon: out of memory for attention scratch\n", stderr);
     abort();
@@ -529,17 +532,32 @@ void AttendRunKvHead(const float* q, int64_t q_stride, int num_queries, int64_t 
     const int64_t physical = block_table[block];
     const float* key_rows = PartKeys(kv.k, kv.type, shape, physical, kv_head, n, keys, &key_stride, &dim_stride);
     const float* value_rows = PartRows(kv.v, kv.type, shape, physical, kv_head, n, values, &value_stride);
-    for (int c = 0; c < chunks; ++c) {
-      const float* qc = qt + static_cast<size_t>(c) * d * kLanes;
-      float* oc = ot + static_cast<size_t>(c) * d * kLanes;
-      const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + c * kLanes));
-      ChunkScores(qc, key_rows, key_stride, dim_stride, n, d, sc);
-      // Soft-capping (Gemma 2's layers): s = tanh(s / cap) * cap, vectorized.
-      if (shape.softcap > 0) SoftCap(sc, n * kLanes, shape.softcap);
-      const __m256 correction =
-          MaskAndExponentiate(sc, bs, n, block, lane_pos, shape.window, max + c * kLanes, sum + c * kLanes);
-      AccumulateValues(oc, value_rows, value_stride, sc, correction, n, d);
-    }
+    // Two chunks at a time (each key's and value's broadcast shared by both), the
+    // last one alone.
+    const auto chunks_at = [&]<int C>(int c0) {
+      const float* qc[C];
+      float* oc[C];
+      float* scc[C];
+      __m256 correction[C];
+      for (int c = 0; c < C; ++c) {
+        qc[c] = qt + static_cast<size_t>(c0 + c) * d * kLanes;
+        oc[c] = ot + static_cast<size_t>(c0 + c) * d * kLanes;
+        scc[c] = sc + static_cast<size_t>(c) * bs * kLanes;
+      }
+      ChunkScores<C>(qc, key_rows, key_stride, dim_stride, n, d, scc);
+      for (int c = 0; c < C; ++c) {
+        const int chunk = c0 + c;
+        const __m256i lane_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos + chunk * kLanes));
+        // Soft-capping (Gemma 2's layers): s = tanh(s / cap) * cap, vectorized.
+        if (shape.softcap > 0) SoftCap(scc[c], n * kLanes, shape.softcap);
+        correction[c] = MaskAndExponentiate(scc[c], bs, n, block, lane_pos, shape.window, max + chunk * kLanes,
+                                            sum + chunk * kLanes);
+      }
+      AccumulateValues<C>(oc, value_rows, value_stride, scc, correction, n, d);
+    };
+    int c0 = 0;
+    for (; c0 + 2 <= chunks; c0 += 2) chunks_at.template operator()<2>(c0);
+    if (c0 < chunks) chunks_at.template operator()<1>(c0);
   }
   for (int r = 0; r < rows; ++r) {
     const int t = r / group, h = kv_head * group + r % group;

@@ -40,9 +40,10 @@ int main(int argc, char** argv) {
                                : type_name == "q8_0" ? tachyon::KvType::kQ8_0
                                                      : tachyon::KvType::kF16;
   if (threads < 1 || seqs < 1 || positions < 1 || layers < 1 || kv_heads < 1 || heads % kv_heads != 0 ||
-      head_dim < 8 || steps < 1 || (type != tachyon::KvType::kF16 && type_name != "f32" && type_name != "q8_0")) {
+      head_dim < 8 || steps < 1 || (type_name != "f16" && type_name != "f32" && type_name != "q8_0") ||
+      (type == tachyon::KvType::kQ8_0 && head_dim % 32 != 0)) {
     std::fprintf(stderr, "usage: attention_decode [threads] [seqs] [positions] [layers] [heads] [kv_heads] "
-                         "[head_dim] [f16|f32|q8_0] [steps]\n");
+                         "[head_dim] [f16|f32|q8_0] [steps]\n(q8_0 needs a head_dim that is a multiple of 32)\n");
     return 2;
   }
   const int64_t kv_dim = static_cast<int64_t>(kv_heads) * head_dim;
